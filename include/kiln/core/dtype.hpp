@@ -1,0 +1,73 @@
+// kiln/core/dtype.hpp: element types and PyTorch's type-promotion rules.
+// IWYU pragma: private, include <kiln/kiln.hpp>
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+namespace kiln {
+
+// Element types kiln stores and computes with. float and double work everywhere; integers and
+// bool where the operation makes sense (comparisons give bool, `where` takes it).
+template <class T>
+concept element = std::is_arithmetic_v<T> && !std::is_const_v<T> && !std::is_volatile_v<T>;
+
+template <class T>
+inline constexpr std::string_view type_name = "?";
+template <> inline constexpr std::string_view type_name<bool> = "bool";
+template <> inline constexpr std::string_view type_name<std::int8_t> = "int8";
+template <> inline constexpr std::string_view type_name<std::uint8_t> = "uint8";
+template <> inline constexpr std::string_view type_name<std::int16_t> = "int16";
+template <> inline constexpr std::string_view type_name<std::int32_t> = "int32";
+template <> inline constexpr std::string_view type_name<std::int64_t> = "int64";
+template <> inline constexpr std::string_view type_name<float> = "float";
+template <> inline constexpr std::string_view type_name<double> = "double";
+
+namespace detail {
+
+template <class A, class B>
+struct promote2 {
+  // Categories rank bool < integer < floating; inside a category the wider type wins.
+  static constexpr int category(auto* p) {
+    using T = std::remove_pointer_t<decltype(p)>;
+    return std::is_same_v<T, bool> ? 0 : std::is_integral_v<T> ? 1 : 2;
+  }
+  static constexpr int ca = category(static_cast<A*>(nullptr));
+  static constexpr int cb = category(static_cast<B*>(nullptr));
+  using type = std::conditional_t<
+      (ca > cb), A,
+      std::conditional_t<(cb > ca), B,
+                         std::conditional_t<(ca == 0), bool, std::common_type_t<A, B>>>>;
+};
+
+}  // namespace detail
+
+// promote_t<Ts...>: the type PyTorch computes `a op b` in when both are tensors:
+// float op double -> double, int op float -> float, int32 op int64 -> int64, bool op int -> int.
+template <class T, class... Ts>
+struct promote {
+  using type = T;
+};
+template <class A, class B, class... Ts>
+struct promote<A, B, Ts...> : promote<typename detail::promote2<A, B>::type, Ts...> {};
+template <class... Ts>
+using promote_t = typename promote<Ts...>::type;
+
+// A C++ scalar next to a tensor is a "weak" operand, as a Python number is in PyTorch: it never
+// widens the tensor's type within its category (`x * 2.0` stays float for a float x), but a
+// floating scalar makes an integer tensor's result float, and an integer scalar a bool one int64.
+template <class Tensor, class Scalar>
+using weak_promote_t = std::conditional_t<
+    std::is_floating_point_v<Scalar> && !std::is_floating_point_v<Tensor>, float,
+    std::conditional_t<std::is_integral_v<Scalar> && !std::is_same_v<Scalar, bool> &&
+                           std::is_same_v<Tensor, bool>,
+                       std::int64_t, Tensor>>;
+
+// The type an op that only makes sense on real numbers (exp, sin, div...) computes in: integer
+// and bool inputs become float, PyTorch's default floating type.
+template <class T>
+using floating_t = std::conditional_t<std::is_floating_point_v<T>, T, float>;
+
+}  // namespace kiln

@@ -1,0 +1,15 @@
+// kiln/core/error.hpp: the exceptions kiln throws.
+// IWYU pragma: private, include <kiln/kiln.hpp>
+#pragma once
+
+#include <stdexcept>
+
+namespace kiln {
+
+// Shapes that cannot be combined (broadcasting, assignment, reshape, slicing). The message names
+// the shapes involved, e.g. "cannot broadcast [3, 4] with [5]".
+struct shape_error : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+}  // namespace kiln

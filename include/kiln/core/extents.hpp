@@ -1,0 +1,80 @@
+// kiln/core/extents.hpp: extents (shapes), strides and PyTorch/NumPy broadcasting.
+// IWYU pragma: private, include <kiln/kiln.hpp>
+#pragma once
+
+#include <kiln/core/config.hpp>
+#include <kiln/core/error.hpp>
+
+#include <algorithm>
+#include <array>
+#include <span>
+#include <string>
+
+namespace kiln {
+
+// The extents of a rank-R tensor, outermost dimension first. The rank is a compile-time constant;
+// the extents are run-time values.
+template <int R>
+using extents = std::array<index_t, R>;
+
+// "[3, 4]"; "[]" for rank 0.
+inline std::string shape_string(std::span<const index_t> shape) {
+  std::string s = "[";
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (d != 0) s += ", ";
+    s += std::to_string(shape[d]);
+  }
+  return s + "]";
+}
+
+template <int R>
+constexpr index_t element_count(extents<R> const& shape) noexcept {
+  index_t n = 1;
+  for (index_t e : shape) n *= e;
+  return n;
+}
+
+// Row-major (C order) strides in elements.
+template <int R>
+constexpr extents<R> contiguous_strides(extents<R> const& shape) noexcept {
+  extents<R> strides{};
+  index_t step = 1;
+  for (int d = R - 1; d >= 0; --d) {
+    strides[d] = step;
+    step *= shape[d];
+  }
+  return strides;
+}
+
+// Broadcasting as in PyTorch and NumPy: shapes are right-aligned, an extent of 1 stretches to the
+// other, and the result has the larger rank. Throws shape_error naming both shapes.
+template <int A, int B>
+extents<std::max(A, B)> broadcast_extents(extents<A> const& a, extents<B> const& b) {
+  constexpr int R = std::max(A, B);
+  extents<R> out{};
+  for (int d = 0; d < R; ++d) {
+    int const da = d - (R - A), db = d - (R - B);
+    index_t const ea = da >= 0 ? a[da] : 1, eb = db >= 0 ? b[db] : 1;
+    if (ea != eb && ea != 1 && eb != 1)
+      throw shape_error("cannot broadcast " + shape_string(a) + " with " + shape_string(b));
+    out[d] = ea == 1 ? eb : ea;
+  }
+  return out;
+}
+
+// Strides that read a tensor of `shape`/`strides` as if it had the larger `target` shape: new
+// leading dimensions and stretched extent-1 dimensions get stride 0. `shape` must broadcast to
+// `target` (checked when the expression was built).
+template <int R, int Leaf>
+constexpr extents<R> broadcast_strides(extents<Leaf> const& shape, extents<Leaf> const& strides,
+                                       extents<R> const& target) noexcept {
+  static_assert(Leaf <= R);
+  extents<R> out{};
+  for (int d = 0; d < Leaf; ++d) {
+    int const t = d + (R - Leaf);
+    out[t] = (shape[d] == 1 && target[t] != 1) ? 0 : strides[d];
+  }
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,44 @@
+// kiln/core/simd.hpp: the xsimd seam. Every xsimd name kiln uses outside plain batch arithmetic
+// goes through here, so a renamed call in a newer xsimd is fixed in one place.
+// IWYU pragma: private, include <kiln/kiln.hpp>
+#pragma once
+
+#include <xsimd/xsimd.hpp>
+
+#include <type_traits>
+
+namespace kiln::simd_detail {
+
+// The widest instruction set this translation unit is compiled for (-march decides).
+using arch = xsimd::default_arch;
+
+template <class T>
+using batch = xsimd::batch<T, arch>;
+template <class T>
+using batch_bool = xsimd::batch_bool<T, arch>;
+
+// Whether this build has vector registers for T at all (xsimd reports "unavailable" otherwise).
+template <class T>
+inline constexpr bool has_batch =
+    (std::is_same_v<T, float> || std::is_same_v<T, double>) && arch::available();
+
+template <class T>
+inline constexpr bool is_batch = false;
+template <class T, class A>
+inline constexpr bool is_batch<xsimd::batch<T, A>> = true;
+template <class T>
+inline constexpr bool is_batch_bool = false;
+template <class T, class A>
+inline constexpr bool is_batch_bool<xsimd::batch_bool<T, A>> = true;
+
+// Sum of a batch's lanes: xsimd::hadd up to version 10, xsimd::reduce_add from 11 on.
+template <class B>
+auto reduce_add(B const& b) {
+#if XSIMD_VERSION_MAJOR >= 11
+  return xsimd::reduce_add(b);
+#else
+  return xsimd::hadd(b);
+#endif
+}
+
+}  // namespace kiln::simd_detail

@@ -1,0 +1,171 @@
+// kiln/core/tensor.hpp: the owning tensor.
+// IWYU pragma: private, include <kiln/kiln.hpp>
+#pragma once
+
+#include <kiln/core/storage.hpp>
+#include <kiln/core/tensor_view.hpp>
+
+#include <initializer_list>
+
+namespace kiln {
+
+namespace detail {
+// nested_list<T, 2> is std::initializer_list<std::initializer_list<T>>, and so on.
+template <class T, int R>
+struct nested_list {
+  using type = std::initializer_list<typename nested_list<T, R - 1>::type>;
+};
+template <class T>
+struct nested_list<T, 0> {
+  using type = T;
+};
+
+}  // namespace detail
+
+// Marker for constructors that leave elements uninitialised (kiln::empty).
+struct uninitialized_t {
+  explicit uninitialized_t() = default;
+};
+inline constexpr uninitialized_t uninitialized{};
+
+// An owning, row-major, 64-byte-aligned tensor with value semantics like Eigen's Matrix: copying
+// copies the elements, moving is cheap, views are explicit (`view()`, kiln::transpose, ...).
+// Extents are run-time values; the rank R is part of the type, so loops unroll over dimensions.
+//
+// Braces hold data, not extents (as torch.tensor): `tensor<float, 2> t = {{1, 2}, {3, 4}};`.
+// Make a shaped tensor with kiln::zeros / ones / empty, or from an extents object.
+template <class T, int R>
+class tensor {
+  static_assert(R >= 0, "kiln: a tensor's rank cannot be negative");
+  static_assert(element<T>, "kiln: tensors hold arithmetic element types (float, double, int32, int64, bool...)");
+
+ public:
+  using value_type = T;
+  using element_type = T;
+  static constexpr int rank = R;
+  static constexpr bool is_kiln_expression = true;
+
+  // Extents all zero (one element for rank 0, which is a scalar).
+  tensor() : tensor(extents<R>{}) {}
+  // Zero-filled.
+  explicit tensor(extents<R> const& shape) : storage_(checked_count(shape), true), shape_(shape) {}
+  tensor(extents<R> const& shape, uninitialized_t) : storage_(checked_count(shape), false), shape_(shape) {}
+  // From nested braces; ragged lists throw shape_error.
+  tensor(typename detail::nested_list<T, R>::type const& values)
+    requires(R >= 1)
+      : tensor(list_shape(values), uninitialized) {
+    T* out = data();
+    fill_from_list<R>(values, out);
+  }
+  // Evaluates an expression (or copies a view) into new storage of the expression's shape.
+  template <expression E>
+    requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)
+  tensor(E const& e) : tensor(e.shape(), uninitialized) {
+    static_assert(std::remove_cvref_t<E>::rank == R,
+                  "kiln: the expression's rank differs from the tensor's rank");
+    detail::assign(default_policy{}, view(), e);
+  }
+
+  tensor(tensor const&) = default;
+  tensor(tensor&&) noexcept = default;
+  // Copy and move assignment replace the contents and shape, as for any value type.
+  tensor& operator=(tensor const&) = default;
+  tensor& operator=(tensor&&) noexcept = default;
+  // Assigning an expression evaluates it into the existing storage: the expression must broadcast
+  // to this tensor's shape (shape_error otherwise), and may read this tensor (`x = x * 2 + y`).
+  template <expression E>
+    requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)
+  tensor& operator=(E const& e) {
+    detail::assign(default_policy{}, view(), e);
+    return *this;
+  }
+  // Fills every element.
+  tensor& operator=(T value) {
+    view() = value;
+    return *this;
+  }
+
+  T* data() noexcept { return storage_.data(); }
+  T const* data() const noexcept { return storage_.data(); }
+  extents<R> const& shape() const noexcept { return shape_; }
+  extents<R> strides() const noexcept { return contiguous_strides<R>(shape_); }
+  index_t extent(int d) const noexcept { return shape_[d]; }
+  index_t size() const noexcept { return element_count<R>(shape_); }
+  bool empty() const noexcept { return size() == 0; }
+  static constexpr bool is_contiguous() noexcept { return true; }
+
+  tensor_view<T, R> view() noexcept { return {data(), shape_}; }
+  tensor_view<T const, R> view() const noexcept { return {data(), shape_}; }
+  operator tensor_view<T, R>() noexcept { return view(); }
+  operator tensor_view<T const, R>() const noexcept { return view(); }
+
+  template <std::integral... I>
+    requires(sizeof...(I) == R)
+  T& operator()(I... i) noexcept {
+    return view()(i...);
+  }
+  template <std::integral... I>
+    requires(sizeof...(I) == R)
+  T const& operator()(I... i) const noexcept {
+    return view()(i...);
+  }
+  template <std::integral... I>
+    requires(sizeof...(I) == R)
+  T& at(I... i) {
+    return view().at(i...);
+  }
+  template <std::integral... I>
+    requires(sizeof...(I) == R)
+  T const& at(I... i) const {
+    return view().at(i...);
+  }
+  T item() const { return view().item(); }
+
+ private:
+  static index_t checked_count(extents<R> const& shape) {
+    for (index_t e : shape)
+      if (e < 0) throw shape_error("negative extent in shape " + shape_string(shape));
+    return element_count<R>(shape);
+  }
+
+  template <int D>
+  static void list_extents(typename detail::nested_list<T, D>::type const& values, extents<R>& shape,
+                           bool& seen) {
+    constexpr int d = R - D;
+    auto const n = static_cast<index_t>(values.size());
+    if (!seen) {
+      shape[d] = n;
+    } else if (shape[d] != n) {
+      throw shape_error("ragged initializer list: dimension " + std::to_string(d) + " has " +
+                        std::to_string(n) + " entries where " + std::to_string(shape[d]) + " were expected");
+    }
+    if constexpr (D > 1) {
+      bool inner_seen = seen;
+      for (auto const& v : values) {
+        list_extents<D - 1>(v, shape, inner_seen);
+        inner_seen = true;
+      }
+      if (values.size() == 0 && !seen)
+        for (int k = d + 1; k < R; ++k) shape[k] = 0;
+    }
+  }
+  static extents<R> list_shape(typename detail::nested_list<T, R>::type const& values) {
+    extents<R> shape{};
+    bool seen = false;
+    list_extents<R>(values, shape, seen);
+    return shape;
+  }
+  template <int D>
+  static void fill_from_list(typename detail::nested_list<T, D>::type const& values, T*& out) {
+    if constexpr (D == 1) {
+      for (T v : values) *out++ = v;
+    } else {
+      for (auto const& v : values) fill_from_list<D - 1>(v, out);
+    }
+  }
+
+  detail::aligned_buffer<T> storage_;
+  extents<R> shape_{};
+};
+
+}  // namespace kiln

@@ -1,0 +1,239 @@
+// kiln/core/views.hpp: views without copies: of user memory (pointers, spans, vectors) and of
+// tensors (slice, select, transpose, permute, reshape, unsqueeze, expand). A view refers to the
+// elements it was made from; they must outlive it.
+// IWYU pragma: private, include <kiln/kiln.hpp>
+#pragma once
+
+#include <kiln/core/tensor.hpp>
+
+#include <numeric>
+#include <span>
+#include <vector>
+
+namespace kiln {
+
+// --- views of user memory -------------------------------------------------------------------
+
+template <class T, std::size_t R>
+  requires element<std::remove_const_t<T>>
+tensor_view<T, int(R)> view(T* data, std::array<index_t, R> const& shape) noexcept {
+  return {data, shape};
+}
+template <class T, std::size_t R>
+  requires element<std::remove_const_t<T>>
+tensor_view<T, int(R)> view(T* data, index_t const (&shape)[R]) noexcept {
+  extents<int(R)> s;
+  std::copy_n(shape, R, s.begin());
+  return {data, s};
+}
+template <class T, std::size_t R>
+  requires element<std::remove_const_t<T>>
+tensor_view<T, int(R)> view(T* data, std::array<index_t, R> const& shape, std::array<index_t, R> const& strides) noexcept {
+  return {data, shape, strides};
+}
+template <class T, std::size_t E>
+  requires element<std::remove_const_t<T>>
+tensor_view<T, 1> view(std::span<T, E> s) noexcept {
+  return {s.data(), extents<1>{static_cast<index_t>(s.size())}};
+}
+template <element T, class A>
+tensor_view<T, 1> view(std::vector<T, A>& v) noexcept {
+  return {v.data(), extents<1>{static_cast<index_t>(v.size())}};
+}
+template <element T, class A>
+tensor_view<T const, 1> view(std::vector<T, A> const& v) noexcept {
+  return {v.data(), extents<1>{static_cast<index_t>(v.size())}};
+}
+
+// --- views of tensors -----------------------------------------------------------------------
+
+namespace detail {
+template <class X>
+inline constexpr bool is_tensor = false;
+template <class T, int R>
+inline constexpr bool is_tensor<tensor<T, R>> = true;
+template <class X>
+inline constexpr bool is_view = false;
+template <class T, int R>
+inline constexpr bool is_view<tensor_view<T, R>> = true;
+}  // namespace detail
+
+// A tensor or a view: what the functions below take.
+template <class X>
+concept viewable = detail::is_tensor<std::remove_cvref_t<X>> || detail::is_view<std::remove_cvref_t<X>>;
+
+// The view of a tensor (mutable or read-only as the tensor is) or the view itself.
+template <viewable X>
+auto as_view(X&& x) noexcept {
+  static_assert(!(detail::is_tensor<std::remove_cvref_t<X>> && std::is_rvalue_reference_v<X&&>),
+                "kiln: a view of a temporary tensor would dangle; store the tensor in a variable first");
+  if constexpr (detail::is_tensor<std::remove_cvref_t<X>>)
+    return x.view();
+  else
+    return std::remove_cvref_t<X>(x);
+}
+
+namespace detail {
+inline int check_dim(int dim, int rank, char const* what) {
+  int const d = dim < 0 ? dim + rank : dim;
+  if (d < 0 || d >= rank)
+    throw shape_error(std::string(what) + ": dimension " + std::to_string(dim) + " is out of range for rank " +
+                      std::to_string(rank));
+  return d;
+}
+}  // namespace detail
+
+// Elements start, start + step, ... before stop along `dim`, with Python's rules: negative
+// positions count from the end, out-of-range positions clamp. step must be positive.
+template <viewable X>
+auto slice(X&& x, int dim, index_t start, index_t stop, index_t step = 1) {
+  auto v = as_view(std::forward<X>(x));
+  constexpr int R = decltype(v)::rank;
+  int const d = detail::check_dim(dim, R, "slice");
+  if (step <= 0) throw shape_error("slice: step must be positive, not " + std::to_string(step));
+  index_t const n = v.extent(d);
+  auto clamp_pos = [n](index_t p) { return std::clamp<index_t>(p < 0 ? p + n : p, 0, n); };
+  start = clamp_pos(start);
+  stop = std::max(clamp_pos(stop), start);
+  auto shape = v.shape();
+  auto strides = v.strides();
+  shape[d] = (stop - start + step - 1) / step;
+  strides[d] *= step;
+  return decltype(v)(v.data() + start * v.strides()[d], shape, strides);
+}
+
+// The sub-tensor at `index` along `dim`, one rank lower (negative index counts from the end).
+template <viewable X>
+auto select(X&& x, int dim, index_t index) {
+  auto v = as_view(std::forward<X>(x));
+  using V = decltype(v);
+  constexpr int R = V::rank;
+  static_assert(R >= 1, "kiln::select needs a tensor of rank 1 or more");
+  int const d = detail::check_dim(dim, R, "select");
+  index_t const n = v.extent(d);
+  index_t const i = index < 0 ? index + n : index;
+  if (i < 0 || i >= n)
+    throw shape_error("select: index " + std::to_string(index) + " is out of range for dimension " +
+                      std::to_string(dim) + " of shape " + shape_string(v.shape()));
+  extents<R - 1> shape{}, strides{};
+  for (int k = 0, o = 0; k < R; ++k)
+    if (k != d) shape[o] = v.extent(k), strides[o++] = v.strides()[k];
+  return tensor_view<typename V::element_type, R - 1>(v.data() + i * v.strides()[d], shape, strides);
+}
+
+// Reorders dimensions: result dimension k is input dimension perm[k].
+template <viewable X, std::size_t R>
+auto permute(X&& x, int const (&perm)[R]) {
+  auto v = as_view(std::forward<X>(x));
+  using V = decltype(v);
+  static_assert(int(R) == V::rank, "kiln::permute needs one entry per dimension");
+  extents<V::rank> shape{}, strides{};
+  std::array<bool, R> used{};
+  for (std::size_t k = 0; k < R; ++k) {
+    int const d = detail::check_dim(perm[k], V::rank, "permute");
+    if (used[d]) throw shape_error("permute: dimension " + std::to_string(d) + " appears twice");
+    used[d] = true;
+    shape[k] = v.extent(d);
+    strides[k] = v.strides()[d];
+  }
+  return V(v.data(), shape, strides);
+}
+
+// Swaps two dimensions; without arguments, the two dimensions of a matrix.
+template <viewable X>
+auto transpose(X&& x, int dim0, int dim1) {
+  auto v = as_view(std::forward<X>(x));
+  using V = decltype(v);
+  int const a = detail::check_dim(dim0, V::rank, "transpose"), b = detail::check_dim(dim1, V::rank, "transpose");
+  auto shape = v.shape();
+  auto strides = v.strides();
+  std::swap(shape[a], shape[b]);
+  std::swap(strides[a], strides[b]);
+  return V(v.data(), shape, strides);
+}
+template <viewable X>
+auto transpose(X&& x) {
+  static_assert(std::remove_cvref_t<X>::rank == 2,
+                "kiln::transpose(x) swaps the two dimensions of a matrix; use transpose(x, dim0, dim1) or permute");
+  return transpose(std::forward<X>(x), 0, 1);
+}
+
+// The same elements under a new shape of the same size; one extent may be -1 (inferred).
+// Needs a contiguous view: reshape never copies (make a tensor from the view first otherwise).
+template <viewable X, std::size_t N>
+auto reshape(X&& x, std::array<index_t, N> shape) {
+  constexpr int NR = int(N);
+  auto v = as_view(std::forward<X>(x));
+  using V = decltype(v);
+  auto fail = [&](std::string const& why) {
+    return shape_error("cannot reshape " + shape_string(v.shape()) + " to " + shape_string(shape) + ": " + why);
+  };
+  int inferred = -1;
+  index_t known = 1;
+  for (int d = 0; d < NR; ++d) {
+    if (shape[d] == -1) {
+      if (inferred >= 0) throw fail("more than one extent is -1");
+      inferred = d;
+    } else if (shape[d] < 0) {
+      throw fail("negative extent");
+    } else {
+      known *= shape[d];
+    }
+  }
+  if (inferred >= 0) {
+    if (known == 0 || v.size() % known != 0) throw fail("the sizes do not divide");
+    shape[inferred] = v.size() / known;
+  }
+  if (element_count<NR>(shape) != v.size()) throw fail("the sizes differ");
+  if (!v.is_contiguous()) throw fail("the view is not contiguous");
+  return tensor_view<typename V::element_type, NR>(v.data(), shape);
+}
+template <viewable X, std::size_t NR>
+auto reshape(X&& x, index_t const (&shape)[NR]) {
+  extents<int(NR)> s;
+  std::copy_n(shape, NR, s.begin());
+  return reshape(std::forward<X>(x), s);
+}
+
+// Inserts a dimension of extent 1 at `dim` (0..rank; negative counts from the end as in PyTorch).
+template <viewable X>
+auto unsqueeze(X&& x, int dim) {
+  auto v = as_view(std::forward<X>(x));
+  using V = decltype(v);
+  constexpr int R = V::rank;
+  int const d = detail::check_dim(dim, R + 1, "unsqueeze");
+  extents<R + 1> shape{}, strides{};
+  for (int k = 0, i = 0; k <= R; ++k) {
+    if (k == d) {
+      shape[k] = 1;
+      strides[k] = k < R ? v.strides()[i] * v.extent(i) : 1;
+    } else {
+      shape[k] = v.extent(i);
+      strides[k] = v.strides()[i++];
+    }
+  }
+  return tensor_view<typename V::element_type, R + 1>(v.data(), shape, strides);
+}
+
+// Broadcasts to a larger shape without copying (stride 0 along stretched dimensions). Read-only:
+// writing through a view whose elements repeat would be ambiguous.
+template <viewable X, std::size_t N>
+auto expand(X&& x, std::array<index_t, N> const& shape) {
+  constexpr int NR = int(N);
+  auto v = as_view(std::forward<X>(x));
+  using V = decltype(v);
+  static_assert(NR >= V::rank, "kiln::expand cannot lower the rank");
+  auto const target = broadcast_extents<NR, V::rank>(shape, v.shape());
+  if (target != shape)
+    throw shape_error("cannot expand " + shape_string(v.shape()) + " to " + shape_string(shape));
+  return tensor_view<typename V::value_type const, NR>(v.data(), shape,
+                                                        broadcast_strides<NR, V::rank>(v.shape(), v.strides(), shape));
+}
+template <viewable X, std::size_t NR>
+auto expand(X&& x, index_t const (&shape)[NR]) {
+  extents<int(NR)> s;
+  std::copy_n(shape, NR, s.begin());
+  return expand(std::forward<X>(x), s);
+}
+
+}  // namespace kiln

@@ -1,0 +1,117 @@
+// kiln/eval/assign.hpp: assignment, the one place kiln computes: shape check, aliasing check,
+// planning, and the policy's loop.
+// IWYU pragma: private, include <kiln/kiln.hpp>
+#pragma once
+
+#include <kiln/eval/kernels.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace kiln {
+namespace detail {
+
+// The node an expression is evaluated as: nodes as they are, tensors and views as leaves.
+template <class E>
+auto as_root(E const& e) {
+  if constexpr (requires { typename E::element_type; })
+    return leaf<typename E::value_type, E::rank>(tensor_view<typename E::value_type const, E::rank>(e));
+  else
+    return e;  // nodes are cheap to copy: views and shared handles
+}
+
+// The byte range [lo, hi) a view touches; empty for an empty view.
+template <class T, int R>
+std::pair<std::uintptr_t, std::uintptr_t> byte_range(tensor_view<T, R> const& v) {
+  if (v.size() == 0) return {0, 0};
+  index_t lo = 0, hi = 0;
+  for (int d = 0; d < R; ++d) {
+    index_t const span = (v.extent(d) - 1) * v.strides()[d];
+    (span < 0 ? lo : hi) += span;
+  }
+  auto const base = reinterpret_cast<std::uintptr_t>(v.data());
+  return {base + lo * sizeof(T), base + (hi + 1) * sizeof(T)};
+}
+
+// Whether evaluating `root` straight into `dst` could read an element after it was overwritten:
+// some leaf overlaps the destination's memory and does not read it element-for-element at the
+// same index (same address, same type, same broadcast strides).
+template <class T, int R, class Root>
+bool needs_temporary(tensor_view<T, R> const& dst, Root const& root) {
+  auto const [dlo, dhi] = byte_range(dst);
+  if (dlo == dhi) return false;
+  bool unsafe = false;
+  evaluator<Root, R> probe(root, dst.shape());
+  auto check = [&]<class Leaf>(Leaf const& leaf_node, auto const& leaf_eval) {
+    auto const [lo, hi] = byte_range(leaf_node.view());
+    if (lo >= dhi || dlo >= hi) return;
+    using V = typename Leaf::value_type;
+    bool same = std::is_same_v<V, T> && static_cast<void const*>(leaf_node.view().data()) == dst.data();
+    for (int d = 0; same && d < R; ++d)
+      same = dst.extent(d) == 1 || leaf_eval.strides[d] == dst.strides()[d];
+    unsafe = unsafe || !same;
+  };
+  visit_leaf_pairs(root, probe, check);
+  return unsafe;
+}
+
+template <class Policy, class T, int R, class Root>
+void run(Policy const& policy, tensor_view<T, R> const& dst, Root const& root) {
+  evaluator<Root, R> ev(root, dst.shape());
+  loop_plan<R> const plan = make_plan<R>(dst.shape(), dst.strides(), ev);
+  run_rows(policy, plan, dst.data(), ev);
+}
+
+template <class Policy, class T, int R, class E>
+void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e) {
+  using X = std::remove_cvref_t<E>;
+  static_assert(!std::is_const_v<T>, "kiln: cannot assign to a read-only view");
+  static_assert(X::rank <= R,
+                "kiln: the expression has a higher rank than the destination, so it cannot broadcast into it");
+  static_assert(std::is_convertible_v<typename X::value_type, T>,
+                "kiln: the expression's element type does not convert to the destination's");
+  auto const& shape = e.shape();
+  for (int d = 0; d < X::rank; ++d) {
+    index_t const want = dst.extent(d + (R - X::rank));
+    if (shape[d] != want && shape[d] != 1)
+      throw shape_error("cannot assign an expression of shape " + shape_string(shape) +
+                        " to a destination of shape " + shape_string(dst.shape()));
+  }
+  if (dst.size() == 0) return;
+  auto const root = as_root(e);
+  if (needs_temporary(dst, root)) {
+    tensor<T, R> temporary(dst.shape(), uninitialized);
+    run(policy, temporary.view(), root);
+    run(policy, dst, leaf<T, R>(std::as_const(temporary).view()));
+  } else {
+    run(policy, dst, root);
+  }
+}
+
+}  // namespace detail
+
+// Evaluates `e` into `dst` (a tensor or a mutable view) under `policy`: kiln::eval(kiln::seq, y, x * 2).
+template <policy P, class Dst, expression E>
+  requires requires(Dst& d) { d.view(); } || requires { typename std::remove_cvref_t<Dst>::element_type; }
+void eval(P const& policy, Dst&& dst, E const& e) {
+  if constexpr (requires { dst.view(); })
+    detail::assign(policy, dst.view(), e);
+  else
+    detail::assign(policy, dst, e);
+}
+
+// Materialises an expression into a new tensor of its shape and type.
+template <expression E>
+auto eval(E const& e) {
+  using X = std::remove_cvref_t<E>;
+  return tensor<typename X::value_type, X::rank>(e);
+}
+template <policy P, expression E>
+auto eval(P const& policy, E const& e) {
+  using X = std::remove_cvref_t<E>;
+  tensor<typename X::value_type, X::rank> out(e.shape(), uninitialized);
+  detail::assign(policy, out.view(), e);
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,223 @@
+// kiln/eval/evaluator.hpp: the loop-side mirror of an expression tree. make_evaluator turns the
+// user's nodes into small objects holding only pointers, strides and op values; the kernels in
+// eval/ call `scalar(i)` or `packet(i)` on the root, and everything below inlines into one loop
+// body.
+// IWYU pragma: private, include <kiln/kiln.hpp>
+#pragma once
+
+#include <kiln/core/simd.hpp>
+#include <kiln/expr/map.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <tuple>
+#include <utility>
+
+namespace kiln::detail {
+
+// How the innermost loop reads each operand when it runs on batches: every operand contiguous
+// (plain vector loads), or each operand either contiguous or broadcast (stride 0, a splat).
+enum class inner_mode { contiguous, mixed };
+
+// Strides are kept in arrays of at least one entry so that rank-0 expressions plan like rank 1.
+template <int R>
+inline constexpr int plan_dims = R > 0 ? R : 1;
+template <int R>
+using plan_strides = std::array<index_t, plan_dims<R>>;
+
+template <class Node, int R>
+struct evaluator;
+
+template <class T, int LeafRank, int R>
+struct evaluator<leaf<T, LeafRank>, R> {
+  using node_type = leaf<T, LeafRank>;
+  using value_type = T;
+  static constexpr bool is_leaf = true;
+  static constexpr std::size_t leaf_count = 1;
+
+  evaluator(leaf<T, LeafRank> const& node, extents<R> const& out_shape) : base(node.view().data()) {
+    extents<R> const s =
+        broadcast_strides<R, LeafRank>(node.view().shape(), node.view().strides(), out_shape);
+    std::copy(s.begin(), s.end(), strides.begin());
+  }
+
+  void start_row(plan_strides<R> const& index, int outer_dims) noexcept {
+    row = base;
+    for (int d = 0; d < outer_dims; ++d) row += index[d] * strides[d];
+    inner = strides[outer_dims];
+  }
+  T scalar(index_t i) const noexcept { return row[i * inner]; }
+
+  // A batch starting at element i of the row; with Tail, only n < batch size elements are read.
+  template <class Lane, inner_mode Mode, bool Tail>
+  KILN_ALWAYS_INLINE auto packet(index_t i, [[maybe_unused]] index_t n) const noexcept {
+    using B = std::conditional_t<std::is_same_v<T, bool>, simd_detail::batch_bool<Lane>, simd_detail::batch<T>>;
+    if (Mode == inner_mode::mixed && inner == 0) return B(*row);
+    if constexpr (Tail) {
+      alignas(storage_alignment) T buffer[simd_detail::batch<Lane>::size] = {};
+      std::copy_n(row + i, n, buffer);
+      return B::load_unaligned(buffer);
+    } else {
+      return B::load_unaligned(row + i);
+    }
+  }
+
+  T const* base;
+  plan_strides<R> strides{};
+  T const* row = nullptr;
+  index_t inner = 0;
+};
+
+template <class T, int R>
+struct evaluator<constant<T>, R> {
+  using node_type = constant<T>;
+  using value_type = T;
+  static constexpr bool is_leaf = false;
+  static constexpr std::size_t leaf_count = 0;
+
+  evaluator(constant<T> const& node, extents<R> const&) : value(node.value()) {}
+
+  T scalar(index_t) const noexcept { return value; }
+  template <class Lane, inner_mode, bool>
+  KILN_ALWAYS_INLINE auto packet(index_t, index_t) const noexcept {
+    if constexpr (std::is_same_v<T, bool>)
+      return simd_detail::batch_bool<Lane>(value);
+    else
+      return simd_detail::batch<T>(value);
+  }
+
+  T value;
+};
+
+// Converts a child's value to what argument I of Op expects: a truth value for mask arguments,
+// the op's compute type otherwise.
+template <class Op, std::size_t I, class Compute, class V>
+KILN_ALWAYS_INLINE auto as_argument(V const& v) {
+  if constexpr (reads_as_mask<Op>(I)) {
+    if constexpr (std::is_same_v<V, bool> || simd_detail::is_batch_bool<V>)
+      return v;
+    else
+      return v != V(0);
+  } else if constexpr (simd_detail::is_batch_bool<V>) {  // a bool operand in arithmetic: 1 or 0
+    using B = simd_detail::batch<Compute>;
+    return xsimd::select(v, B(Compute(1)), B(Compute(0)));
+  } else if constexpr (simd_detail::is_batch<V>) {
+    return v;
+  } else {
+    return static_cast<Compute>(v);
+  }
+}
+
+template <class Op, class... Args, int R>
+struct evaluator<map<Op, Args...>, R> {
+  using node_type = map<Op, Args...>;
+  using value_type = typename node_type::value_type;
+  using compute_type = typename node_type::compute_type;
+  static constexpr bool is_leaf = false;
+  static constexpr std::size_t leaf_count = (std::size_t{0} + ... + evaluator<Args, R>::leaf_count);
+
+  evaluator(node_type const& node, extents<R> const& out_shape)
+      : op(node.op()), args(std::apply([&](auto const&... a) {
+          return std::tuple<evaluator<Args, R>...>(evaluator<Args, R>(a, out_shape)...);
+        }, node.args())) {}
+
+  value_type scalar(index_t i) const noexcept {
+    return scalar_impl(i, std::index_sequence_for<Args...>{});
+  }
+  template <class Lane, inner_mode Mode, bool Tail>
+  KILN_ALWAYS_INLINE auto packet(index_t i, index_t n) const noexcept {
+    return packet_impl<Lane, Mode, Tail>(i, n, std::index_sequence_for<Args...>{});
+  }
+
+  Op op;
+  std::tuple<evaluator<Args, R>...> args;
+
+ private:
+  template <std::size_t... I>
+  KILN_ALWAYS_INLINE value_type scalar_impl(index_t i, std::index_sequence<I...>) const noexcept {
+    return static_cast<value_type>(op(as_argument<Op, I, compute_type>(std::get<I>(args).scalar(i))...));
+  }
+  template <class Lane, inner_mode Mode, bool Tail, std::size_t... I>
+  KILN_ALWAYS_INLINE auto packet_impl(index_t i, index_t n, std::index_sequence<I...>) const noexcept {
+    if constexpr (op_vectorized<Op>) {
+      return op(as_argument<Op, I, compute_type>(std::get<I>(args).template packet<Lane, Mode, Tail>(i, n))...);
+    } else {
+      return lane_by_lane<Lane>(as_argument<Op, I, compute_type>(std::get<I>(args).template packet<Lane, Mode, Tail>(i, n))...);
+    }
+  }
+  // For ops without a batch form: spill the arguments, apply the scalar op per lane, reload.
+  template <class Lane, class... P>
+  auto lane_by_lane(P const&... p) const noexcept {
+    constexpr std::size_t W = simd_detail::batch<Lane>::size;
+    auto spill = [](auto const& b) {
+      using E = std::conditional_t<simd_detail::is_batch_bool<std::remove_cvref_t<decltype(b)>>, bool, Lane>;
+      std::array<E, W> out;
+      b.store_unaligned(out.data());
+      return out;
+    };
+    std::tuple<decltype(spill(p))...> lanes{spill(p)...};
+    alignas(storage_alignment) value_type result[W];
+    for (std::size_t k = 0; k < W; ++k)
+      result[k] = static_cast<value_type>(std::apply([&](auto const&... a) { return op(a[k]...); }, lanes));
+    if constexpr (std::is_same_v<value_type, bool>)
+      return simd_detail::batch_bool<Lane>::load_unaligned(result);
+    else
+      return simd_detail::batch<value_type>::load_aligned(result);
+  }
+};
+
+// Calls f on every tensor leaf's evaluator, depth first, left to right.
+template <class Ev, class F>
+void for_each_leaf(Ev& ev, F&& f) {
+  if constexpr (Ev::is_leaf) {
+    f(ev);
+  } else if constexpr (requires { ev.args; }) {
+    std::apply([&](auto&... child) { (for_each_leaf(child, f), ...); }, ev.args);
+  }
+}
+
+// Calls f(node, evaluator) on every tensor leaf, walking the user's tree and its evaluator together.
+template <class Node, class Ev, class F>
+void visit_leaf_pairs(Node const& node, Ev const& ev, F&& f) {
+  if constexpr (Ev::is_leaf) {
+    f(node, ev);
+  } else if constexpr (requires { ev.args; }) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (visit_leaf_pairs(std::get<I>(node.args()), std::get<I>(ev.args), f), ...);
+    }(std::make_index_sequence<std::tuple_size_v<decltype(ev.args)>>{});
+  }
+}
+
+// The single type a tree's batches hold, if it has one: every tensor, constant and intermediate
+// value is that type or bool. `void` means no opinion (only bools below); `mixed_lanes` means the
+// tree mixes types and runs on the scalar path.
+struct mixed_lanes {};
+template <class A, class B>
+using merge_lane_t = std::conditional_t<
+    std::is_void_v<A>, B,
+    std::conditional_t<std::is_void_v<B> || std::is_same_v<A, B>, A, mixed_lanes>>;
+template <class T>
+using lane_of_type_t = std::conditional_t<std::is_same_v<T, bool>, void, T>;
+
+template <class A, class B>
+constexpr auto operator|(std::type_identity<A>, std::type_identity<B>) {
+  return std::type_identity<merge_lane_t<A, B>>{};
+}
+
+template <class Node>
+struct lane_of {
+  using type = lane_of_type_t<typename Node::value_type>;
+};
+template <class Op, class... Args>
+struct lane_of<map<Op, Args...>> {
+  using node = map<Op, Args...>;
+  using children = typename decltype((std::type_identity<void>{} | ... |
+                                      std::type_identity<typename lane_of<Args>::type>{}))::type;
+  using type = merge_lane_t<merge_lane_t<children, lane_of_type_t<typename node::compute_type>>,
+                            lane_of_type_t<typename node::value_type>>;
+};
+template <class Node>
+using lane_t = typename lane_of<Node>::type;
+
+}  // namespace kiln::detail

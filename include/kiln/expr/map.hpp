@@ -1,0 +1,141 @@
+// kiln/expr/map.hpp: the one node type for all elementwise work, and how operands become nodes.
+// IWYU pragma: private, include <kiln/kiln.hpp>
+#pragma once
+
+#include <kiln/expr/leaf.hpp>
+#include <kiln/ops/op.hpp>
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <utility>
+
+namespace kiln {
+
+// map<Op, Args...> applies Op elementwise to its broadcast arguments. It only holds the op, the
+// children and its shape (checked on construction, so a bad broadcast throws at the user's line);
+// the loops that read it live in eval/.
+template <class Op, class... Args>
+class map {
+  static_assert(sizeof...(Args) == Op::arity, "kiln: wrong number of arguments for this operation");
+
+ public:
+  using op_type = Op;
+  using compute_type = op_compute_t<Op, typename Args::value_type...>;
+  using value_type = op_result_t<Op, typename Args::value_type...>;
+  static constexpr int rank = std::max({0, Args::rank...});
+  static constexpr bool is_kiln_expression = true;
+
+  explicit map(Op op, Args... args)
+      : op_(op), args_(std::move(args)...), shape_(broadcast_all(std::get<Args>(args_)...)) {}
+
+  Op const& op() const noexcept { return op_; }
+  std::tuple<Args...> const& args() const noexcept { return args_; }
+  extents<rank> const& shape() const noexcept { return shape_; }
+
+ private:
+  // Right-aligned broadcast of every argument; on a conflict the message names every shape.
+  static extents<rank> broadcast_all(Args const&... args) {
+    extents<rank> shape{};
+    std::fill(shape.begin(), shape.end(), index_t{1});
+    bool ok = true;
+    auto merge = [&]<std::size_t A>(std::array<index_t, A> const& s) {
+      for (int d = 0; d < int(A); ++d) {
+        index_t& out = shape[d + (rank - int(A))];
+        if (s[d] == out || s[d] == 1) continue;
+        if (out == 1) out = s[d];
+        else ok = false;
+      }
+    };
+    (merge(args.shape()), ...);
+    if (!ok) {
+      std::string message = "cannot broadcast";
+      bool first = true;
+      ((message += (std::exchange(first, false) ? " " : " with ") + shape_string(args.shape())), ...);
+      throw shape_error(message);
+    }
+    return shape;
+  }
+
+  Op op_;
+  std::tuple<Args...> args_;
+  extents<rank> shape_;
+};
+
+// An operand of an elementwise operation: an expression or a C++ arithmetic scalar.
+template <class X>
+concept operand = expression<X> || element<std::remove_cvref_t<X>>;
+
+namespace detail {
+
+template <class X>
+struct strong_type {
+  using type = void;
+};
+template <expression X>
+struct strong_type<X> {
+  using type = typename std::remove_cvref_t<X>::value_type;
+};
+
+// The promoted type of the expression operands; scalars do not take part (they are weak).
+template <class... X>
+struct strong_promote;
+template <>
+struct strong_promote<> {
+  using type = void;
+};
+template <class X, class... Xs>
+struct strong_promote<X, Xs...> {
+  using head = typename strong_type<X>::type;
+  using tail = typename strong_promote<Xs...>::type;
+  using type = typename std::conditional_t<
+      std::is_void_v<head>, std::type_identity<tail>,
+      std::conditional_t<std::is_void_v<tail>, std::type_identity<head>, promote<head, tail>>>::type;
+};
+
+// Turns one operand into a node: tensors become leaves (viewed if lvalue, taken over if rvalue),
+// views become leaves, nodes are stored by value, scalars become constants of the weakly
+// promoted type.
+template <class Strong, class X>
+auto as_node(X&& x) {
+  using D = std::remove_cvref_t<X>;
+  if constexpr (element<D>) {
+    return constant<weak_promote_t<Strong, D>>(static_cast<weak_promote_t<Strong, D>>(x));
+  } else if constexpr (requires { typename D::element_type; }) {  // tensor or view
+    using T = typename D::value_type;
+    if constexpr (std::is_same_v<D, tensor<T, D::rank>> && !std::is_lvalue_reference_v<X>)
+      return leaf<T, D::rank>(std::move(x));
+    else
+      return leaf<T, D::rank>(tensor_view<T const, D::rank>(x));
+  } else {
+    return D(std::forward<X>(x));
+  }
+}
+
+}  // namespace detail
+
+// Builds map<Op, ...> from operands, applying PyTorch's promotion between tensors and scalars.
+template <class Op, operand... X>
+  requires(expression<X> || ...)
+auto make_map(Op op, X&&... x) {
+  using strong = typename detail::strong_promote<X...>::type;
+  return map<Op, decltype(detail::as_node<strong>(std::forward<X>(x)))...>(
+      op, detail::as_node<strong>(std::forward<X>(x))...);
+}
+
+}  // namespace kiln
+
+namespace kiln {
+
+// The callable behind kiln::exp, kiln::add, ...: builds a map node from Op::arity operands, at
+// least one of which is an expression. Ops with parameters have builders of their own.
+template <op Op>
+struct elementwise_fn {
+  template <operand... X>
+    requires(sizeof...(X) == Op::arity && (expression<X> || ...))
+  auto operator()(X&&... x) const {
+    return make_map(Op{}, std::forward<X>(x)...);
+  }
+};
+
+}  // namespace kiln

@@ -1,0 +1,23 @@
+// kiln: lazy, fused tensor expressions. The one header to include.
+#pragma once
+
+#include <kiln/core/config.hpp>
+#include <kiln/core/error.hpp>
+#include <kiln/core/extents.hpp>
+#include <kiln/core/dtype.hpp>
+#include <kiln/core/policy.hpp>
+#include <kiln/core/tensor.hpp>
+#include <kiln/core/views.hpp>
+#include <kiln/core/factories.hpp>
+
+#include <kiln/expr/leaf.hpp>
+#include <kiln/expr/map.hpp>
+#include <kiln/ops/arithmetic.hpp>
+#include <kiln/ops/transcendental.hpp>
+#include <kiln/ops/activation.hpp>
+#include <kiln/ops/rounding.hpp>
+#include <kiln/ops/compare.hpp>
+
+#include <kiln/eval/assign.hpp>
+
+#include <kiln/debug/print.hpp>

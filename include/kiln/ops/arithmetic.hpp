@@ -1,0 +1,220 @@
+// kiln/ops/arithmetic.hpp: + - * / and the other arithmetic ops, with PyTorch's edge semantics.
+// IWYU pragma: private, include <kiln/kiln.hpp>
+#pragma once
+
+#include <kiln/expr/map.hpp>
+#include <kiln/ops/math.hpp>
+
+#include <functional>
+
+namespace kiln {
+namespace ops {
+using math::op_base;
+using math::select;
+
+struct add_op : op_base<2, op_kind::same> {
+  static constexpr std::string_view name = "add";
+  template <class T> T operator()(T a, T b) const { return math::wrapping(a, b, std::plus<>{}); }
+};
+struct sub_op : op_base<2, op_kind::same> {
+  static constexpr std::string_view name = "sub";
+  template <class T> T operator()(T a, T b) const { return math::wrapping(a, b, std::minus<>{}); }
+};
+struct mul_op : op_base<2, op_kind::same> {
+  static constexpr std::string_view name = "mul";
+  template <class T> T operator()(T a, T b) const { return math::wrapping(a, b, std::multiplies<>{}); }
+};
+// True division: integer inputs divide as float, as in PyTorch.
+struct div_op : op_base<2, op_kind::floating> {
+  static constexpr std::string_view name = "div";
+  template <class T> T operator()(T a, T b) const { return a / b; }
+};
+struct neg_op : op_base<1, op_kind::same> {
+  static constexpr std::string_view name = "neg";
+  template <class T> T operator()(T x) const { return math::wrapping(T(0), x, std::minus<>{}); }
+};
+struct abs_op : op_base<1, op_kind::same> {
+  static constexpr std::string_view name = "abs";
+  template <class T> T operator()(T x) const {
+    if constexpr (math::is_integer<T>) return x < 0 ? math::wrapping(T(0), x, std::minus<>{}) : x;
+    else if constexpr (std::is_same_v<T, bool>) return x;
+    else { using std::abs; return abs(x); }
+  }
+};
+// -1, 0 or 1; sign(NaN) = 0 as PyTorch's (0 < x) - (x < 0).
+struct sign_op : op_base<1, op_kind::same> {
+  static constexpr std::string_view name = "sign";
+  template <class T> T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>) return x;
+    else return select(T(0) < x, math::lit<T>(1), math::lit<T>(0)) - select(x < T(0), math::lit<T>(1), math::lit<T>(0));
+  }
+};
+struct reciprocal_op : op_base<1, op_kind::floating> {
+  static constexpr std::string_view name = "reciprocal";
+  template <class T> T operator()(T x) const { return math::lit<T>(1) / x; }  // exact, unlike rcpps
+};
+struct square_op : op_base<1, op_kind::same> {
+  static constexpr std::string_view name = "square";
+  template <class T> T operator()(T x) const { return math::wrapping(x, x, std::multiplies<>{}); }
+};
+// pow(0, 0) = 1, pow(x, ±inf) and pow(±inf, y) as C's pow. Integers: exact, wrapping, and a
+// negative exponent gives 0 unless the base is ±1 (PyTorch rejects those).
+struct pow_op : op_base<2, op_kind::same> {
+  static constexpr std::string_view name = "pow";
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return a || !b;
+    } else if constexpr (math::is_integer<T>) {
+      if (b < 0) return a == 1 ? T(1) : a == -1 ? (b % 2 == 0 ? T(1) : T(-1)) : T(0);
+      T result = 1;
+      for (T base = a; b != 0; b /= 2) {
+        if (b % 2 != 0) result = math::wrapping(result, base, std::multiplies<>{});
+        base = math::wrapping(base, base, std::multiplies<>{});
+      }
+      return result;
+    } else {
+      using std::pow;
+      return pow(a, b);
+    }
+  }
+};
+// C's fmod: the result has the sign of the dividend. Exact, so computed lane by lane (xsimd's
+// fmod rounds through a division). Integer division by zero gives 0 instead of trapping.
+struct fmod_op : op_base<2, op_kind::same> {
+  static constexpr std::string_view name = "fmod";
+  static constexpr bool vectorized = false;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) return b == 0 ? T(0) : static_cast<T>(a % b);
+    else return std::fmod(a, b);
+  }
+};
+// Python's modulo: the result has the sign of the divisor.
+struct remainder_op : op_base<2, op_kind::same> {
+  static constexpr std::string_view name = "remainder";
+  static constexpr bool vectorized = false;
+  template <class T> T operator()(T a, T b) const {
+    T r = fmod_op{}(a, b);
+    if constexpr (std::is_same_v<T, bool>) return r;
+    else return (r != 0 && ((b < 0) != (r < 0))) ? static_cast<T>(r + b) : r;
+  }
+};
+// NaN-propagating minimum and maximum (torch.minimum / torch.maximum).
+struct minimum_op : op_base<2, op_kind::same> {
+  static constexpr std::string_view name = "minimum";
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<math::element_t<T>>)
+      return select(math::either(math::is_nan(a), math::is_nan(b)), a + b, select(b < a, b, a));
+    else return select(b < a, b, a);
+  }
+};
+struct maximum_op : op_base<2, op_kind::same> {
+  static constexpr std::string_view name = "maximum";
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<math::element_t<T>>)
+      return select(math::either(math::is_nan(a), math::is_nan(b)), a + b, select(a < b, b, a));
+    else return select(a < b, b, a);
+  }
+};
+// NaN-ignoring minimum and maximum (torch.fmin / torch.fmax): a NaN loses to a number.
+struct fmin_op : op_base<2, op_kind::same> {
+  static constexpr std::string_view name = "fmin";
+  template <class T> T operator()(T a, T b) const {
+    return select(math::is_nan(a), b, select(math::is_nan(b), a, select(b < a, b, a)));
+  }
+};
+struct fmax_op : op_base<2, op_kind::same> {
+  static constexpr std::string_view name = "fmax";
+  template <class T> T operator()(T a, T b) const {
+    return select(math::is_nan(a), b, select(math::is_nan(b), a, select(a < b, b, a)));
+  }
+};
+// Without undue overflow or underflow (hypot(1e30f, 1e30f) is finite): lane by lane through
+// std::hypot, since xsimd's squares its inputs.
+struct hypot_op : op_base<2, op_kind::floating> {
+  static constexpr std::string_view name = "hypot";
+  static constexpr bool vectorized = false;
+  template <class T> T operator()(T a, T b) const { return std::hypot(a, b); }
+};
+struct copysign_op : op_base<2, op_kind::floating> {
+  static constexpr std::string_view name = "copysign";
+  template <class T> T operator()(T a, T b) const { using std::copysign; return copysign(a, b); }
+};
+struct atan2_op : op_base<2, op_kind::floating> {
+  static constexpr std::string_view name = "atan2";
+  template <class T> T operator()(T a, T b) const { using std::atan2; return atan2(a, b); }
+};
+// a * b + c with one rounding.
+struct fma_op : op_base<3, op_kind::same> {
+  static constexpr std::string_view name = "fma";
+  template <class T> T operator()(T a, T b, T c) const {
+    if constexpr (std::is_floating_point_v<math::element_t<T>>) { using std::fma; return fma(a, b, c); }
+    else return math::wrapping(math::wrapping(a, b, std::multiplies<>{}), c, std::plus<>{});
+  }
+};
+// torch.lerp: a + w (b - a), in the form that is exact at both ends.
+struct lerp_op : op_base<3, op_kind::floating> {
+  static constexpr std::string_view name = "lerp";
+  template <class T> T operator()(T a, T b, T w) const {
+    T const d = b - a;
+    return select(w < math::lit<T>(0.5), a + w * d, b - d * (math::lit<T>(1) - w));
+  }
+};
+// torch.clamp(x, lo, hi) = minimum(maximum(x, lo), hi): NaN propagates, lo > hi gives hi.
+struct clamp_op : op_base<3, op_kind::same> {
+  static constexpr std::string_view name = "clamp";
+  template <class T> T operator()(T x, T lo, T hi) const { return minimum_op{}(maximum_op{}(x, lo), hi); }
+};
+// torch.addcmul: a + value * t1 * t2.
+struct addcmul_op : op_base<3, op_kind::same> {
+  static constexpr std::string_view name = "addcmul";
+  double value = 1;
+  template <class T> T operator()(T a, T t1, T t2) const {
+    return a + math::lit<T>(value) * t1 * t2;
+  }
+};
+
+}  // namespace ops
+
+inline constexpr elementwise_fn<ops::add_op> add{};
+inline constexpr elementwise_fn<ops::sub_op> sub{};
+inline constexpr elementwise_fn<ops::mul_op> mul{};
+inline constexpr elementwise_fn<ops::div_op> div{};
+inline constexpr elementwise_fn<ops::neg_op> neg{};
+inline constexpr elementwise_fn<ops::abs_op> abs{};
+inline constexpr elementwise_fn<ops::sign_op> sign{};
+inline constexpr elementwise_fn<ops::reciprocal_op> reciprocal{};
+inline constexpr elementwise_fn<ops::square_op> square{};
+inline constexpr elementwise_fn<ops::pow_op> pow{};
+inline constexpr elementwise_fn<ops::fmod_op> fmod{};
+inline constexpr elementwise_fn<ops::remainder_op> remainder{};
+inline constexpr elementwise_fn<ops::minimum_op> minimum{};
+inline constexpr elementwise_fn<ops::maximum_op> maximum{};
+inline constexpr elementwise_fn<ops::fmin_op> fmin{};
+inline constexpr elementwise_fn<ops::fmax_op> fmax{};
+inline constexpr elementwise_fn<ops::hypot_op> hypot{};
+inline constexpr elementwise_fn<ops::copysign_op> copysign{};
+inline constexpr elementwise_fn<ops::atan2_op> atan2{};
+inline constexpr elementwise_fn<ops::fma_op> fma{};
+inline constexpr elementwise_fn<ops::lerp_op> lerp{};
+inline constexpr elementwise_fn<ops::clamp_op> clamp{};
+
+// kiln::addcmul(a, t1, t2, value = 1)
+template <operand A, operand T1, operand T2>
+  requires(expression<A> || expression<T1> || expression<T2>)
+auto addcmul(A&& a, T1&& t1, T2&& t2, double value = 1) {
+  return make_map(ops::addcmul_op{{}, value}, std::forward<A>(a), std::forward<T1>(t1), std::forward<T2>(t2));
+}
+
+// Operators. Each needs an expression on at least one side; the other may be a C++ scalar.
+template <operand A, operand B> requires(expression<A> || expression<B>)
+auto operator+(A&& a, B&& b) { return add(std::forward<A>(a), std::forward<B>(b)); }
+template <operand A, operand B> requires(expression<A> || expression<B>)
+auto operator-(A&& a, B&& b) { return sub(std::forward<A>(a), std::forward<B>(b)); }
+template <operand A, operand B> requires(expression<A> || expression<B>)
+auto operator*(A&& a, B&& b) { return mul(std::forward<A>(a), std::forward<B>(b)); }
+template <operand A, operand B> requires(expression<A> || expression<B>)
+auto operator/(A&& a, B&& b) { return div(std::forward<A>(a), std::forward<B>(b)); }
+template <expression A>
+auto operator-(A&& a) { return neg(std::forward<A>(a)); }
+
+}  // namespace kiln

@@ -1,0 +1,134 @@
+// kiln/ops/transcendental.hpp: roots, exponentials, logarithms, trigonometric, hyperbolic and
+// error functions. All compute in floating point (integer inputs become float). Scalars call
+// <cmath>; batches find xsimd's vectorised versions through the same unqualified call.
+// IWYU pragma: private, include <kiln/kiln.hpp>
+#pragma once
+
+#include <kiln/expr/map.hpp>
+#include <kiln/ops/math.hpp>
+
+namespace kiln {
+namespace ops {
+using unary_floating = math::op_base<1, op_kind::floating>;
+
+struct sqrt_op : unary_floating {
+  static constexpr std::string_view name = "sqrt";
+  template <class T> T operator()(T x) const { using std::sqrt; return sqrt(x); }
+};
+// 1 / sqrt(x) to full precision (not the 12-bit rsqrtps estimate).
+struct rsqrt_op : unary_floating {
+  static constexpr std::string_view name = "rsqrt";
+  template <class T> T operator()(T x) const { using std::sqrt; return math::lit<T>(1) / sqrt(x); }
+};
+struct exp_op : unary_floating {
+  static constexpr std::string_view name = "exp";
+  template <class T> T operator()(T x) const { using std::exp; return exp(x); }
+};
+struct exp2_op : unary_floating {
+  static constexpr std::string_view name = "exp2";
+  template <class T> T operator()(T x) const { using std::exp2; return exp2(x); }
+};
+struct expm1_op : unary_floating {
+  static constexpr std::string_view name = "expm1";
+  template <class T> T operator()(T x) const { using std::expm1; return expm1(x); }
+};
+struct log_op : unary_floating {
+  static constexpr std::string_view name = "log";
+  template <class T> T operator()(T x) const { using std::log; return log(x); }
+};
+struct log2_op : unary_floating {
+  static constexpr std::string_view name = "log2";
+  template <class T> T operator()(T x) const { using std::log2; return log2(x); }
+};
+struct log10_op : unary_floating {
+  static constexpr std::string_view name = "log10";
+  template <class T> T operator()(T x) const { using std::log10; return log10(x); }
+};
+struct log1p_op : unary_floating {
+  static constexpr std::string_view name = "log1p";
+  template <class T> T operator()(T x) const { using std::log1p; return log1p(x); }
+};
+struct sin_op : unary_floating {
+  static constexpr std::string_view name = "sin";
+  template <class T> T operator()(T x) const { using std::sin; return sin(x); }
+};
+struct cos_op : unary_floating {
+  static constexpr std::string_view name = "cos";
+  template <class T> T operator()(T x) const { using std::cos; return cos(x); }
+};
+struct tan_op : unary_floating {
+  static constexpr std::string_view name = "tan";
+  template <class T> T operator()(T x) const { using std::tan; return tan(x); }
+};
+struct asin_op : unary_floating {
+  static constexpr std::string_view name = "asin";
+  template <class T> T operator()(T x) const { using std::asin; return asin(x); }
+};
+struct acos_op : unary_floating {
+  static constexpr std::string_view name = "acos";
+  template <class T> T operator()(T x) const { using std::acos; return acos(x); }
+};
+struct atan_op : unary_floating {
+  static constexpr std::string_view name = "atan";
+  template <class T> T operator()(T x) const { using std::atan; return atan(x); }
+};
+struct sinh_op : unary_floating {
+  static constexpr std::string_view name = "sinh";
+  template <class T> T operator()(T x) const { using std::sinh; return sinh(x); }
+};
+struct cosh_op : unary_floating {
+  static constexpr std::string_view name = "cosh";
+  template <class T> T operator()(T x) const { using std::cosh; return cosh(x); }
+};
+struct tanh_op : unary_floating {
+  static constexpr std::string_view name = "tanh";
+  template <class T> T operator()(T x) const { using std::tanh; return tanh(x); }
+};
+struct asinh_op : unary_floating {
+  static constexpr std::string_view name = "asinh";
+  template <class T> T operator()(T x) const { using std::asinh; return asinh(x); }
+};
+struct acosh_op : unary_floating {
+  static constexpr std::string_view name = "acosh";
+  template <class T> T operator()(T x) const { using std::acosh; return acosh(x); }
+};
+struct atanh_op : unary_floating {
+  static constexpr std::string_view name = "atanh";
+  template <class T> T operator()(T x) const { using std::atanh; return atanh(x); }
+};
+struct erf_op : unary_floating {
+  static constexpr std::string_view name = "erf";
+  template <class T> T operator()(T x) const { using std::erf; return erf(x); }
+};
+struct erfc_op : unary_floating {
+  static constexpr std::string_view name = "erfc";
+  template <class T> T operator()(T x) const { using std::erfc; return erfc(x); }
+};
+
+}  // namespace ops
+
+inline constexpr elementwise_fn<ops::sqrt_op> sqrt{};
+inline constexpr elementwise_fn<ops::rsqrt_op> rsqrt{};
+inline constexpr elementwise_fn<ops::exp_op> exp{};
+inline constexpr elementwise_fn<ops::exp2_op> exp2{};
+inline constexpr elementwise_fn<ops::expm1_op> expm1{};
+inline constexpr elementwise_fn<ops::log_op> log{};
+inline constexpr elementwise_fn<ops::log2_op> log2{};
+inline constexpr elementwise_fn<ops::log10_op> log10{};
+inline constexpr elementwise_fn<ops::log1p_op> log1p{};
+inline constexpr elementwise_fn<ops::sin_op> sin{};
+inline constexpr elementwise_fn<ops::cos_op> cos{};
+inline constexpr elementwise_fn<ops::tan_op> tan{};
+inline constexpr elementwise_fn<ops::asin_op> asin{};
+inline constexpr elementwise_fn<ops::acos_op> acos{};
+inline constexpr elementwise_fn<ops::atan_op> atan{};
+inline constexpr elementwise_fn<ops::sinh_op> sinh{};
+inline constexpr elementwise_fn<ops::cosh_op> cosh{};
+inline constexpr elementwise_fn<ops::tanh_op> tanh{};
+inline constexpr elementwise_fn<ops::asinh_op> asinh{};
+inline constexpr elementwise_fn<ops::acosh_op> acosh{};
+inline constexpr elementwise_fn<ops::atanh_op> atanh{};
+inline constexpr elementwise_fn<ops::erf_op> erf{};
+inline constexpr elementwise_fn<ops::erfc_op> erfc{};
+
+}  // namespace kiln
