@@ -79,32 +79,31 @@ graph_listing list_graph(E const& e) {
 template <expression E>
 std::string to_string(E const& e) {
   auto const g = detail::list_graph(e);
-  std::string out;
+  std::ostringstream out;
   for (std::size_t i = 0; i < g.entries.size(); ++i) {
     auto const& n = g.entries[i];
-    out += "%" + std::to_string(i) + " = " + n.label;
-    if (!n.inputs.empty()) {
-      out += "(";
-      for (std::size_t k = 0; k < n.inputs.size(); ++k) out += (k ? ", %" : "%") + std::to_string(n.inputs[k]);
-      out += ")";
-    }
-    out += " : " + n.type_and_shape + "\n";
+    out << '%' << i << " = " << n.label;
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) out << (k ? ", %" : "(%") << n.inputs[k];
+    if (!n.inputs.empty()) out << ')';
+    out << " : " << n.type_and_shape << '\n';
   }
-  return out;
+  return out.str();
 }
 
 // The expression as a Graphviz digraph (edges point from inputs to their users).
 template <expression E>
 std::string to_dot(E const& e) {
   auto const g = detail::list_graph(e);
-  std::string out = "digraph kiln {\n  rankdir=BT;\n";
+  std::ostringstream out;
+  out << "digraph kiln {\n  rankdir=BT;\n";
   for (std::size_t i = 0; i < g.entries.size(); ++i) {
     auto const& n = g.entries[i];
-    out += "  n" + std::to_string(i) + " [label=\"%" + std::to_string(i) + " " + n.label + "\\n" + n.type_and_shape +
-           "\"" + (n.inputs.empty() ? ", shape=box" : "") + "];\n";
-    for (int in : n.inputs) out += "  n" + std::to_string(in) + " -> n" + std::to_string(i) + ";\n";
+    out << "  n" << i << " [label=\"%" << i << ' ' << n.label << "\\n" << n.type_and_shape << '"'
+        << (n.inputs.empty() ? ", shape=box" : "") << "];\n";
+    for (int in : n.inputs) out << "  n" << in << " -> n" << i << ";\n";
   }
-  return out + "}\n";
+  out << "}\n";
+  return out.str();
 }
 
 }  // namespace kiln

@@ -3,7 +3,9 @@
 // IWYU pragma: private, include <kiln/kiln.hpp>
 #pragma once
 
+#include <kiln/core/views.hpp>
 #include <kiln/eval/kernels.hpp>
+#include <kiln/ops/arithmetic.hpp>
 
 #include <cstdint>
 #include <string>
@@ -113,5 +115,30 @@ auto eval(P const& policy, E const& e) {
   detail::assign(policy, out.view(), e);
   return out;
 }
+
+// Compound assignment: `x op= e` evaluates `x op e` into x in place. x is a tensor or a mutable
+// view (`kiln::slice(x, 0, 0, 2) += 1.f`); e broadcasts to x's shape.
+template <class D>
+concept assignable = viewable<D> && !std::is_const_v<std::remove_reference_t<D>> &&
+                     !std::is_const_v<typename std::remove_cvref_t<D>::element_type>;
+
+namespace detail {
+template <class Fn, class D, class E>
+decltype(auto) compound_assign(Fn const& fn, D&& d, E&& e) {
+  auto const target = as_view(d);
+  assign(default_policy{}, target, fn(tensor_view<typename decltype(target)::value_type const, decltype(target)::rank>(target),
+                                      std::forward<E>(e)));
+  return std::forward<D>(d);
+}
+}  // namespace detail
+
+template <assignable D, operand E>
+decltype(auto) operator+=(D&& d, E&& e) { return detail::compound_assign(add, std::forward<D>(d), std::forward<E>(e)); }
+template <assignable D, operand E>
+decltype(auto) operator-=(D&& d, E&& e) { return detail::compound_assign(sub, std::forward<D>(d), std::forward<E>(e)); }
+template <assignable D, operand E>
+decltype(auto) operator*=(D&& d, E&& e) { return detail::compound_assign(mul, std::forward<D>(d), std::forward<E>(e)); }
+template <assignable D, operand E>
+decltype(auto) operator/=(D&& d, E&& e) { return detail::compound_assign(div, std::forward<D>(d), std::forward<E>(e)); }
 
 }  // namespace kiln

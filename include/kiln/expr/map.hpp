@@ -27,7 +27,7 @@ class map {
   static constexpr bool is_kiln_expression = true;
 
   explicit map(Op op, Args... args)
-      : op_(op), args_(std::move(args)...), shape_(broadcast_all(std::get<Args>(args_)...)) {}
+      : op_(op), args_(std::move(args)...), shape_(std::apply([](Args const&... a) { return broadcast_all(a...); }, args_)) {}
 
   Op const& op() const noexcept { return op_; }
   std::tuple<Args...> const& args() const noexcept { return args_; }

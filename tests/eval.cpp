@@ -1,0 +1,326 @@
+// Evaluation: fusion, broadcasting, strides, aliasing, policies, the planner and introspection.
+#include <doctest/doctest.h>
+#include <kiln/kiln.hpp>
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace {
+
+constexpr int float_lanes = int(kiln::simd_detail::batch<float>::size);
+
+// Every element of `t` against f(index...) within a relative tolerance.
+template <class T, class F>
+void check_elements_1d(kiln::tensor_view<T const, 1> t, F&& f, double rtol = 1e-6) {
+  for (kiln::index_t i = 0; i < t.extent(0); ++i) {
+    double const want = f(i);
+    CAPTURE(i);
+    CHECK(double(t(i)) == doctest::Approx(want).epsilon(rtol));
+  }
+}
+
+double w2(double x, double y) { return std::tanh(0.7 * x + 0.1) / (1 + std::exp(-y)) + std::exp(-x * x); }
+
+}  // namespace
+
+TEST_CASE("a long elementwise chain evaluates as the scalar formula, for every length around the SIMD width") {
+  for (int n = 0; n <= 3 * float_lanes + 1; ++n) {
+    auto x = kiln::randn<float>({n}, 1), y = kiln::randn<float>({n}, 2);
+    for (auto policy : {0, 1}) {
+      kiln::tensor<float, 1> z = kiln::zeros<float>({n});
+      auto e = kiln::tanh(0.7f * x + 0.1f) * kiln::sigmoid(y) + kiln::exp(-x * x);
+      if (policy == 0) kiln::eval(kiln::seq, z, e);
+      else kiln::eval(kiln::simd, z, e);
+      CAPTURE(n);
+      check_elements_1d<float>(z, [&](kiln::index_t i) { return w2(x(i), y(i)); }, 1e-5);
+    }
+  }
+}
+
+TEST_CASE("the simd and seq policies agree on a tree mixing every kind of node") {
+  auto x = kiln::randn<double>({257}, 3), y = kiln::rand<double>({257}, 4);
+  auto e = kiln::where(x > y, kiln::exp(x) - 1.5, kiln::sqrt(y) * 2) + kiln::clamp(x, -0.5, 0.5) / (1 + y * y);
+  kiln::tensor<double, 1> a = kiln::zeros<double>({257}), b = kiln::zeros<double>({257});
+  kiln::eval(kiln::seq, a, e);
+  kiln::eval(kiln::simd, b, e);
+  for (int i = 0; i < 257; ++i) CHECK(a(i) == doctest::Approx(b(i)).epsilon(1e-14));
+}
+
+TEST_CASE("broadcasting: rows, columns, rank 0 and scalars") {
+  kiln::index_t const rows = 5, cols = 2 * float_lanes + 3;
+  auto A = kiln::randn<float>({rows, cols}, 1);
+  auto b = kiln::randn<float>({cols}, 2);
+  auto c = kiln::randn<float>({rows, 1}, 3);
+  kiln::tensor<float, 0> s = kiln::full<float>(kiln::extents<0>{}, 0.25f);
+
+  kiln::tensor<float, 2> out = kiln::relu(A + b) * c - s;
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j)
+      CHECK(out(i, j) == doctest::Approx(std::max(A(i, j) + b(j), 0.f) * c(i, 0) - 0.25f));
+
+  // A rank-1 expression broadcast into every row of a rank-2 destination.
+  out = b * 2.f;
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) CHECK(out(i, j) == b(j) * 2.f);
+
+  // [rows, 1] op [1, cols]: an outer product, no operand contiguous along both dimensions.
+  auto r = kiln::reshape(b, {1, cols});
+  kiln::tensor<float, 2> outer = c * r;
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) CHECK(outer(i, j) == c(i, 0) * b(j));
+
+  // A rank-0 expression fills a tensor.
+  out = s + 1.f;
+  CHECK(out(rows - 1, cols - 1) == 1.25f);
+}
+
+TEST_CASE("empty and single-element tensors") {
+  auto e = kiln::zeros<float>({0, 3});
+  auto row = kiln::ones<float>({3});
+  kiln::tensor<float, 2> z = e + row;
+  CHECK(z.shape() == kiln::extents<2>{0, 3});
+  CHECK(z.size() == 0);
+
+  kiln::tensor<float, 1> one = {2.f};
+  kiln::tensor<float, 1> r = kiln::sqrt(one) * one;
+  CHECK(r(0) == doctest::Approx(std::sqrt(2.f) * 2.f));
+
+  kiln::tensor<double, 0> scalar;
+  scalar = kiln::exp(scalar + 1.0);
+  CHECK(scalar() == doctest::Approx(std::exp(1.0)));
+}
+
+TEST_CASE("strided, transposed, reversed and expanded operands") {
+  kiln::index_t const n = 3 * float_lanes + 1;
+  auto M = kiln::randn<float>({n, n}, 7);
+  auto Mt = kiln::transpose(M);
+  kiln::tensor<float, 2> out = Mt * 2.f + M;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) CHECK(out(i, j) == M(j, i) * 2.f + M(i, j));
+
+  // Every second column.
+  auto odd = kiln::slice(M, 1, 1, n, 2);
+  kiln::tensor<float, 2> o = kiln::abs(odd);
+  REQUIRE(o.extent(1) == (n - 1 + 1) / 2);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < o.extent(1); ++j) CHECK(o(i, j) == std::abs(M(i, 1 + 2 * j)));
+
+  // A negative stride walks a vector backwards.
+  std::vector<double> v(n);
+  std::iota(v.begin(), v.end(), 0.0);
+  auto reversed = kiln::view(v.data() + n - 1, kiln::extents<1>{n}, kiln::extents<1>{-1});
+  kiln::tensor<double, 1> r = reversed + 0.5;
+  for (int i = 0; i < n; ++i) CHECK(r(i) == double(n - 1 - i) + 0.5);
+
+  // expand() gives stride 0 without copying.
+  auto col = kiln::randn<float>({n, 1}, 8);
+  auto wide = kiln::expand(col, {n, n});
+  kiln::tensor<float, 2> w = wide - M;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) CHECK(w(i, j) == col(i, 0) - M(i, j));
+}
+
+TEST_CASE("unaligned user memory as input and output") {
+  for (int offset = 0; offset < float_lanes; ++offset) {
+    for (int n : {1, float_lanes - 1, float_lanes, 5 * float_lanes + 3}) {
+      std::vector<float> in(n + offset), out(n + offset, -1.f);
+      for (int i = 0; i < n + offset; ++i) in[i] = 0.1f * float(i) - 1.f;
+      auto x = kiln::view(in.data() + offset, {n});
+      auto y = kiln::view(out.data() + offset, {n});
+      y = kiln::tanh(x) * 3.f + x;
+      CAPTURE(offset);
+      CAPTURE(n);
+      for (int i = 0; i < offset; ++i) CHECK(out[i] == -1.f);  // nothing written before the view
+      for (int i = 0; i < n; ++i) CHECK(out[offset + i] == doctest::Approx(std::tanh(in[offset + i]) * 3.f + in[offset + i]));
+    }
+  }
+}
+
+TEST_CASE("views as destinations: slices, transposed and strided") {
+  auto M = kiln::zeros<float>({4, 6});
+  kiln::slice(M, 0, 1, 3) = 1.f;  // rows 1 and 2
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j) CHECK(M(i, j) == (i == 1 || i == 2 ? 1.f : 0.f));
+
+  auto src = kiln::randn<float>({6, 4}, 3);
+  kiln::transpose(M) = src * 2.f;  // writes M column by column
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j) CHECK(M(i, j) == src(j, i) * 2.f);
+
+  kiln::select(M, 1, 2) = kiln::arange<float>(0, 4);  // column 2
+  for (int i = 0; i < 4; ++i) CHECK(M(i, 2) == float(i));
+}
+
+TEST_CASE("aliasing: in-place updates are direct, overlapping views go through a temporary") {
+  SUBCASE("x = x * 2 + y reads each element before writing it") {
+    auto x = kiln::arange<float>(0, 37);
+    auto y = kiln::ones<float>({37});
+    x = x * 2.f + y;
+    for (int i = 0; i < 37; ++i) CHECK(x(i) == 2.f * float(i) + 1.f);
+  }
+  SUBCASE("x = transpose(x)") {
+    kiln::tensor<float, 2> x = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
+    x = kiln::transpose(x);
+    kiln::tensor<float, 2> want = {{1, 4, 7}, {2, 5, 8}, {3, 6, 9}};
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) CHECK(x(i, j) == want(i, j));
+  }
+  SUBCASE("a shifted window of the destination") {
+    auto x = kiln::arange<double>(0, 40);
+    auto head = kiln::slice(x, 0, 0, 39), tail = kiln::slice(x, 0, 1, 40);
+    head = tail + head;  // x[i] = x[i + 1] + x[i], every read sees the old values
+    for (int i = 0; i < 39; ++i) CHECK(x(i) == double(2 * i + 1));
+    CHECK(x(39) == 39.0);
+  }
+  SUBCASE("a reversed view of the destination") {
+    auto x = kiln::arange<float>(0, 21);
+    auto rev = kiln::view(x.data() + 20, kiln::extents<1>{21}, kiln::extents<1>{-1});
+    x = rev * 1.f;
+    for (int i = 0; i < 21; ++i) CHECK(x(i) == float(20 - i));
+  }
+  SUBCASE("a broadcast row of the destination") {
+    kiln::tensor<float, 2> x = {{1, 2}, {3, 4}, {5, 6}};
+    auto first_row = kiln::slice(x, 0, 0, 1);  // [1, 2], broadcast over the 3 rows
+    x = x + first_row;
+    kiln::tensor<float, 2> want = {{2, 4}, {4, 6}, {6, 8}};
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 2; ++j) CHECK(x(i, j) == want(i, j));
+  }
+}
+
+TEST_CASE("compound assignment") {
+  auto x = kiln::ones<float>({2, 9});
+  auto b = kiln::arange<float>(0, 9);
+  x += b;
+  x *= 2.f;
+  x -= kiln::exp(kiln::zeros<float>({2, 9}));
+  x /= 2.f;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 9; ++j) CHECK(x(i, j) == doctest::Approx(((1.f + float(j)) * 2.f - 1.f) / 2.f));
+  auto v = kiln::slice(x, 1, 0, 3);
+  v += 100.f;
+  CHECK(x(0, 0) == doctest::Approx(100.5f));
+  CHECK(x(0, 3) == doctest::Approx(3.5f));
+}
+
+TEST_CASE("bool results and where on the vector path") {
+  int const n = 4 * float_lanes + 3;
+  auto x = kiln::randn<float>({n}, 11), y = kiln::randn<float>({n}, 12);
+  kiln::tensor<bool, 1> m = x > y;
+  kiln::tensor<bool, 1> m_seq = kiln::zeros<bool>({n});
+  kiln::eval(kiln::seq, m_seq, x > y);
+  kiln::tensor<float, 1> w = kiln::where(m, x, y * 0.5f);
+  kiln::tensor<float, 1> both = kiln::where(kiln::logical_and(x > 0.f, y > 0.f), 1.f, 0.f);
+  for (int i = 0; i < n; ++i) {
+    CHECK(m(i) == (x(i) > y(i)));
+    CHECK(m_seq(i) == m(i));
+    CHECK(w(i) == (x(i) > y(i) ? x(i) : y(i) * 0.5f));
+    CHECK(both(i) == ((x(i) > 0 && y(i) > 0) ? 1.f : 0.f));
+  }
+}
+
+TEST_CASE("mixed element types promote and evaluate on the scalar path") {
+  auto f = kiln::linspace<float>(-2, 2, 19);
+  auto d = kiln::linspace<double>(0, 1, 19);
+  kiln::tensor<std::int32_t, 1> i = kiln::arange<std::int32_t>(0, 19);
+  auto sum = kiln::eval(f + d + i);
+  static_assert(std::is_same_v<decltype(sum)::value_type, double>);
+  for (int k = 0; k < 19; ++k) CHECK(sum(k) == doctest::Approx(double(f(k)) + d(k) + k));
+  // Assigning into a destination of another type converts.
+  kiln::tensor<double, 1> wide = kiln::zeros<double>({19});
+  wide = f * 2.f;
+  CHECK(wide(18) == doctest::Approx(4.0));
+}
+
+TEST_CASE("an expression owns the temporaries it was built from") {
+  auto e = kiln::exp(kiln::zeros<float>({4})) + kiln::arange<float>(0, 4);
+  auto copy = e;  // copying shares the owned tensors, cheaply
+  kiln::tensor<float, 1> a = e, b = copy;
+  for (int i = 0; i < 4; ++i) CHECK(a(i) == 1.f + float(i));
+  CHECK(b(3) == 4.f);
+}
+
+TEST_CASE("eval materialises an expression with its type and shape") {
+  auto x = kiln::arange<std::int64_t>(0, 5);
+  auto doubled = kiln::eval(x * 2);
+  static_assert(std::is_same_v<decltype(doubled), kiln::tensor<std::int64_t, 1>>);
+  CHECK(doubled(4) == 8);
+  auto halves = kiln::eval(kiln::seq, x / 2);
+  static_assert(std::is_same_v<decltype(halves), kiln::tensor<float, 1>>);
+  CHECK(halves(3) == 1.5f);
+}
+
+TEST_CASE("shape errors name both shapes") {
+  auto A = kiln::zeros<float>({3, 4});
+  auto b = kiln::zeros<float>({5});
+  CHECK_THROWS_WITH_AS(A + b, "cannot broadcast [3, 4] with [5]", kiln::shape_error);
+  CHECK_THROWS_WITH_AS(kiln::where(A > 0.f, A, b), "cannot broadcast [3, 4] with [3, 4] with [5]", kiln::shape_error);
+  auto c = kiln::zeros<float>({4, 4});
+  CHECK_THROWS_WITH_AS(c = A * 2.f, "cannot assign an expression of shape [3, 4] to a destination of shape [4, 4]",
+                       kiln::shape_error);
+  kiln::tensor<float, 2> d = kiln::zeros<float>({3, 1});
+  CHECK_THROWS_AS(d = A + 0.f, kiln::shape_error);  // [3, 4] does not broadcast into [3, 1]
+  CHECK_THROWS_AS(kiln::eval(kiln::seq, d, A), kiln::shape_error);
+  d = A;  // copy assignment of a tensor replaces it, shape included
+  CHECK(d.shape() == A.shape());
+}
+
+TEST_CASE("the planner merges dimensions that are contiguous for every operand") {
+  using kiln::detail::evaluator;
+  using kiln::detail::make_plan;
+  auto A = kiln::zeros<float>({4, 5, 6});
+  auto out = kiln::zeros<float>({4, 5, 6});
+  {
+    auto e = A * 2.f;
+    evaluator<decltype(e), 3> ev(e, out.shape());
+    auto plan = make_plan<3>(out.shape(), out.strides(), ev);
+    CHECK(plan.dims == 1);  // one flat loop
+    CHECK(plan.shape[0] == 120);
+  }
+  {
+    auto row = kiln::zeros<float>({6});
+    auto e = A + row;  // row repeats every 6 elements: the outer two dimensions merge
+    evaluator<decltype(e), 3> ev(e, out.shape());
+    auto plan = make_plan<3>(out.shape(), out.strides(), ev);
+    CHECK(plan.dims == 2);
+    CHECK(plan.shape[0] == 20);
+    CHECK(plan.shape[1] == 6);
+  }
+  {
+    auto e = kiln::permute(A, {0, 2, 1}) * 1.f;
+    auto o = kiln::zeros<float>({4, 6, 5});
+    evaluator<decltype(e), 3> ev(e, o.shape());
+    auto plan = make_plan<3>(o.shape(), o.strides(), ev);
+    CHECK(plan.dims == 3);
+  }
+  {
+    auto one = kiln::zeros<float>({1, 1, 1});
+    auto e = one + 1.f;
+    evaluator<decltype(e), 3> ev(e, one.shape());
+    auto plan = make_plan<3>(one.shape(), one.strides(), ev);
+    CHECK(plan.dims == 1);
+    CHECK(plan.shape[0] == 1);
+  }
+}
+
+TEST_CASE("to_string lists the tree, to_dot draws it") {
+  auto A = kiln::zeros<float>({2, 3});
+  auto b = kiln::zeros<float>({3});
+  auto e = kiln::tanh(A) * b + A;
+  CHECK(kiln::to_string(e) ==
+        "%0 = tensor : float[2, 3]\n"
+        "%1 = tanh(%0) : float[2, 3]\n"
+        "%2 = tensor : float[3]\n"
+        "%3 = mul(%1, %2) : float[2, 3]\n"
+        "%4 = add(%3, %0) : float[2, 3]\n");
+  CHECK(kiln::to_string(kiln::transpose(A) > 0.5f) ==
+        "%0 = view : float[3, 2]\n"
+        "%1 = scalar 0.5 : float[]\n"
+        "%2 = gt(%0, %1) : bool[3, 2]\n");
+  auto dot = kiln::to_dot(e);
+  CHECK(dot.find("digraph kiln {") == 0);
+  CHECK(dot.find("n0 -> n1;") != std::string::npos);
+  CHECK(dot.find("n0 -> n4;") != std::string::npos);
+  CHECK(dot.find("label=\"%1 tanh\\nfloat[2, 3]\"") != std::string::npos);
+}
