@@ -2,7 +2,9 @@
 // IWYU pragma: private, include <kiln/kiln.hpp>
 #pragma once
 
+#include <algorithm>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <type_traits>
@@ -27,6 +29,24 @@ template <> inline constexpr std::string_view type_name<double> = "double";
 
 namespace detail {
 
+template <std::size_t Bytes>
+using signed_of_size_t = std::conditional_t<
+    Bytes == 1, std::int8_t,
+    std::conditional_t<Bytes == 2, std::int16_t, std::conditional_t<Bytes == 4, std::int32_t, std::int64_t>>>;
+
+// Two integer types: the wider one if both are signed or both unsigned, else the smallest signed
+// type that holds both (uint8 op int8 -> int16; nothing holds uint64 and a signed type, and int64
+// is the closest). Not std::common_type, which follows C's integral promotions (int8 op int16 ->
+// int) and turns unsigned at 32 bits (int32 op uint32 -> uint32).
+template <class A, class B>
+struct promote_integers {
+  using S = std::conditional_t<std::is_signed_v<A>, A, B>;
+  using U = std::conditional_t<std::is_signed_v<A>, B, A>;
+  using type = std::conditional_t<
+      std::is_signed_v<A> == std::is_signed_v<B>, std::conditional_t<(sizeof(B) > sizeof(A)), B, A>,
+      std::conditional_t<(sizeof(S) > sizeof(U)), S, signed_of_size_t<std::min<std::size_t>(2 * sizeof(U), 8)>>>;
+};
+
 template <class A, class B>
 struct promote2 {
   // Categories rank bool < integer < floating; inside a category the wider type wins.
@@ -36,16 +56,17 @@ struct promote2 {
   }
   static constexpr int ca = category(static_cast<A*>(nullptr));
   static constexpr int cb = category(static_cast<B*>(nullptr));
-  using type = std::conditional_t<
-      (ca > cb), A,
-      std::conditional_t<(cb > ca), B,
-                         std::conditional_t<(ca == 0), bool, std::common_type_t<A, B>>>>;
+  using same_category = typename std::conditional_t<
+      ca == 0, std::type_identity<bool>,
+      std::conditional_t<ca == 1, promote_integers<A, B>, std::common_type<A, B>>>::type;
+  using type = std::conditional_t<(ca > cb), A, std::conditional_t<(cb > ca), B, same_category>>;
 };
 
 }  // namespace detail
 
 // promote_t<Ts...>: the type PyTorch computes `a op b` in when both are tensors:
-// float op double -> double, int op float -> float, int32 op int64 -> int64, bool op int -> int.
+// float op double -> double, int op float -> float, int32 op int64 -> int64, bool op int -> int,
+// uint8 op int8 -> int16.
 template <class T, class... Ts>
 struct promote {
   using type = T;

@@ -14,6 +14,10 @@ namespace kiln {
 
 // The extents of a rank-R tensor, outermost dimension first. The rank is a compile-time constant;
 // the extents are run-time values.
+//
+// The functions below take std::array<index_t, N> with N a std::size_t, not extents<R>: an int R
+// cannot be deduced from std::array's size_t parameter, and `kiln::element_count(t.shape())`
+// should work without spelling the rank.
 template <int R>
 using extents = std::array<index_t, R>;
 
@@ -27,19 +31,19 @@ inline std::string shape_string(std::span<const index_t> shape) {
   return s + "]";
 }
 
-template <int R>
-constexpr index_t element_count(extents<R> const& shape) noexcept {
+template <std::size_t R>
+constexpr index_t element_count(std::array<index_t, R> const& shape) noexcept {
   index_t n = 1;
   for (index_t e : shape) n *= e;
   return n;
 }
 
 // Row-major (C order) strides in elements.
-template <int R>
-constexpr extents<R> contiguous_strides(extents<R> const& shape) noexcept {
-  extents<R> strides{};
+template <std::size_t R>
+constexpr std::array<index_t, R> contiguous_strides(std::array<index_t, R> const& shape) noexcept {
+  std::array<index_t, R> strides{};
   index_t step = 1;
-  for (int d = R - 1; d >= 0; --d) {
+  for (int d = int(R) - 1; d >= 0; --d) {
     strides[d] = step;
     step *= shape[d];
   }
@@ -48,12 +52,12 @@ constexpr extents<R> contiguous_strides(extents<R> const& shape) noexcept {
 
 // Broadcasting as in PyTorch and NumPy: shapes are right-aligned, an extent of 1 stretches to the
 // other, and the result has the larger rank. Throws shape_error naming both shapes.
-template <int A, int B>
-extents<std::max(A, B)> broadcast_extents(extents<A> const& a, extents<B> const& b) {
-  constexpr int R = std::max(A, B);
+template <std::size_t A, std::size_t B>
+extents<int(std::max(A, B))> broadcast_extents(std::array<index_t, A> const& a, std::array<index_t, B> const& b) {
+  constexpr int R = int(std::max(A, B));
   extents<R> out{};
   for (int d = 0; d < R; ++d) {
-    int const da = d - (R - A), db = d - (R - B);
+    int const da = d - (R - int(A)), db = d - (R - int(B));
     index_t const ea = da >= 0 ? a[da] : 1, eb = db >= 0 ? b[db] : 1;
     if (ea != eb && ea != 1 && eb != 1)
       throw shape_error("cannot broadcast " + shape_string(a) + " with " + shape_string(b));

@@ -111,6 +111,8 @@ template <element T>
 tensor<T, 1> arange(T start, T stop, T step = T(1)) {
   if (step == T(0)) throw shape_error("arange: step must not be zero");
   double const count = std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step));
+  // Converting a NaN, infinite or huge count to index_t would be undefined: reject it in words.
+  if (!(count < 0x1p62)) throw shape_error("arange: the range is infinite, NaN or too long");
   auto const n = static_cast<index_t>(std::max(0.0, count));
   tensor<T, 1> t(extents<1>{n}, uninitialized);
   for (index_t i = 0; i < n; ++i) t.data()[i] = static_cast<T>(static_cast<double>(start) + static_cast<double>(i) * static_cast<double>(step));
@@ -125,8 +127,9 @@ tensor<T, 1> linspace(T start, T stop, index_t steps) {
   if (steps < 0) throw shape_error("linspace: steps must not be negative");
   tensor<T, 1> t(extents<1>{steps}, uninitialized);
   double const step = steps > 1 ? (static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(steps - 1) : 0.0;
-  // Fill from both ends, as PyTorch, so the last point is exactly `stop`.
-  index_t const half = steps / 2;
+  // Fill from both ends, as PyTorch, so the last point is exactly `stop`; the first half (and the
+  // single point of steps == 1, which is `start` as in PyTorch and NumPy) counts from `start`.
+  index_t const half = (steps + 1) / 2;
   for (index_t i = 0; i < steps; ++i)
     t.data()[i] = i < half ? static_cast<T>(start + step * static_cast<double>(i))
                            : static_cast<T>(stop - step * static_cast<double>(steps - 1 - i));

@@ -6,6 +6,8 @@
 #include <kiln/core/tensor_view.hpp>
 
 #include <initializer_list>
+#include <limits>
+#include <utility>
 
 namespace kiln {
 
@@ -57,20 +59,36 @@ class tensor {
     T* out = data();
     fill_from_list<R>(values, out);
   }
+  // One value: `tensor<float, 0> s = 2.5f;` (the rank-0 form of braces holding data).
+  tensor(T value)
+    requires(R == 0)
+      : tensor(extents<R>{}, uninitialized) {
+    *data() = value;
+  }
   // Evaluates an expression (or copies a view) into new storage of the expression's shape.
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)
-  tensor(E const& e) : tensor(e.shape(), uninitialized) {
-    static_assert(std::remove_cvref_t<E>::rank == R,
-                  "kiln: the expression's rank differs from the tensor's rank");
+  tensor(E const& e) : tensor(expression_shape(e), uninitialized) {
     detail::assign(default_policy{}, view(), e);
   }
 
   tensor(tensor const&) = default;
-  tensor(tensor&&) noexcept = default;
+  // Moving steals the storage and leaves `other` valid: an empty tensor of extents all zero. A
+  // rank-0 tensor always holds its one element, so moving one copies it (and may allocate).
+  tensor(tensor&& other) noexcept(R > 0) : storage_(take_storage(other)), shape_(other.shape_) {
+    if constexpr (R > 0) other.shape_ = extents<R>{};
+  }
   // Copy and move assignment replace the contents and shape, as for any value type.
   tensor& operator=(tensor const&) = default;
-  tensor& operator=(tensor&&) noexcept = default;
+  tensor& operator=(tensor&& other) noexcept {
+    if constexpr (R == 0) {
+      *data() = *other.data();
+    } else if (this != &other) {
+      storage_ = std::move(other.storage_);
+      shape_ = std::exchange(other.shape_, extents<R>{});
+    }
+    return *this;
+  }
   // Assigning an expression evaluates it into the existing storage: the expression must broadcast
   // to this tensor's shape (shape_error otherwise), and may read this tensor (`x = x * 2 + y`).
   template <expression E>
@@ -123,9 +141,33 @@ class tensor {
 
  private:
   static index_t checked_count(extents<R> const& shape) {
-    for (index_t e : shape)
+    index_t n = 1;
+    for (index_t e : shape) {
       if (e < 0) throw shape_error("negative extent in shape " + shape_string(shape));
-    return element_count<R>(shape);
+      // Checked before multiplying: an overflowed count would allocate less than the shape needs.
+      if (e != 0 && n > std::numeric_limits<index_t>::max() / e)
+        throw shape_error("shape " + shape_string(shape) + " has more elements than index_t can count");
+      n *= e;
+    }
+    return n;
+  }
+  // The shape a new tensor takes from an expression; a rank mismatch stops here, before anything
+  // else in the constructor can report a less readable error.
+  template <class E>
+  static extents<R> expression_shape(E const& e) {
+    static_assert(E::rank == R,
+                  "kiln: the expression's rank differs from the tensor's rank (use kiln::eval(e) or "
+                  "a tensor of the expression's rank)");
+    if constexpr (E::rank == R)
+      return e.shape();
+    else
+      return extents<R>{};
+  }
+  static detail::aligned_buffer<T> take_storage(tensor& other) {
+    if constexpr (R == 0)
+      return other.storage_;
+    else
+      return std::move(other.storage_);
   }
 
   template <int D>

@@ -47,7 +47,10 @@ class tensor_view {
   index_t extent(int d) const noexcept { return shape_[d]; }
   index_t size() const noexcept { return element_count<R>(shape_); }
   bool empty() const noexcept { return size() == 0; }
+  // Row-major without gaps. Strides of extent-1 dimensions do not matter, and an empty view is
+  // contiguous whatever its strides, as in PyTorch: reshaping it touches no element.
   bool is_contiguous() const noexcept {
+    if (empty()) return true;
     index_t step = 1;
     for (int d = R - 1; d >= 0; --d) {
       if (shape_[d] != 1 && strides_[d] != step) return false;

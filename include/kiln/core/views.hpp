@@ -44,6 +44,9 @@ template <element T, class A>
 tensor_view<T const, 1> view(std::vector<T, A> const& v) noexcept {
   return {v.data(), extents<1>{static_cast<index_t>(v.size())}};
 }
+// A temporary vector dies at the end of the full expression, and its view with it.
+template <element T, class A>
+void view(std::vector<T, A>&& v) = delete;
 
 // --- views of tensors -----------------------------------------------------------------------
 
@@ -74,11 +77,14 @@ auto as_view(X&& x) noexcept {
 }
 
 namespace detail {
-inline int check_dim(int dim, int rank, char const* what) {
-  int const d = dim < 0 ? dim + rank : dim;
-  if (d < 0 || d >= rank)
-    throw shape_error(std::string(what) + ": dimension " + std::to_string(dim) + " is out of range for rank " +
-                      std::to_string(rank));
+// `dim` as a position in [0, positions), counting from the end when negative. `positions` is the
+// rank, or the rank + 1 for unsqueeze, so the message states the range that was allowed.
+inline int check_dim(int dim, int positions, char const* what) {
+  int const d = dim < 0 ? dim + positions : dim;
+  if (positions == 0) throw shape_error(std::string(what) + ": a rank-0 tensor has no dimensions");
+  if (d < 0 || d >= positions)
+    throw shape_error(std::string(what) + ": dimension " + std::to_string(dim) + " is out of range [" +
+                      std::to_string(-positions) + ", " + std::to_string(positions - 1) + "]");
   return d;
 }
 }  // namespace detail
@@ -97,7 +103,8 @@ auto slice(X&& x, int dim, index_t start, index_t stop, index_t step = 1) {
   stop = std::max(clamp_pos(stop), start);
   auto shape = v.shape();
   auto strides = v.strides();
-  shape[d] = (stop - start + step - 1) / step;
+  // Rounds up without forming stop - start + step, which overflows for a huge step.
+  shape[d] = stop == start ? 0 : (stop - start - 1) / step + 1;
   strides[d] *= step;
   return decltype(v)(v.data() + start * v.strides()[d], shape, strides);
 }
@@ -121,7 +128,16 @@ auto select(X&& x, int dim, index_t index) {
   return tensor_view<typename V::element_type, R - 1>(v.data() + i * v.strides()[d], shape, strides);
 }
 
-// Reorders dimensions: result dimension k is input dimension perm[k].
+namespace detail {
+template <std::size_t R>
+shape_error bad_permutation(int const (&perm)[R], std::string const& why) {
+  std::string list = "[";
+  for (std::size_t k = 0; k < R; ++k) list += (k == 0 ? "" : ", ") + std::to_string(perm[k]);
+  return shape_error("permute: " + list + "] is not a permutation of the dimensions: " + why);
+}
+}  // namespace detail
+
+// Reorders dimensions: result dimension k is input dimension perm[k] (negative counts from the end).
 template <viewable X, std::size_t R>
 auto permute(X&& x, int const (&perm)[R]) {
   auto v = as_view(std::forward<X>(x));
@@ -130,8 +146,10 @@ auto permute(X&& x, int const (&perm)[R]) {
   extents<V::rank> shape{}, strides{};
   std::array<bool, R> used{};
   for (std::size_t k = 0; k < R; ++k) {
-    int const d = detail::check_dim(perm[k], V::rank, "permute");
-    if (used[d]) throw shape_error("permute: dimension " + std::to_string(d) + " appears twice");
+    int const d = perm[k] < 0 ? perm[k] + V::rank : perm[k];
+    if (d < 0 || d >= V::rank)
+      throw detail::bad_permutation(perm, "dimension " + std::to_string(perm[k]) + " is out of range");
+    if (used[d]) throw detail::bad_permutation(perm, "dimension " + std::to_string(d) + " appears twice");
     used[d] = true;
     shape[k] = v.extent(d);
     strides[k] = v.strides()[d];
@@ -223,9 +241,13 @@ auto expand(X&& x, std::array<index_t, N> const& shape) {
   auto v = as_view(std::forward<X>(x));
   using V = decltype(v);
   static_assert(NR >= V::rank, "kiln::expand cannot lower the rank");
-  auto const target = broadcast_extents<NR, V::rank>(shape, v.shape());
-  if (target != shape)
-    throw shape_error("cannot expand " + shape_string(v.shape()) + " to " + shape_string(shape));
+  // Right-aligned as in broadcasting, but only the view's extents of 1 may stretch.
+  for (int d = 0; d < NR; ++d) {
+    int const s = d - (NR - V::rank);
+    index_t const from = s >= 0 ? v.extent(s) : 1;
+    if (shape[d] < 0 || (from != shape[d] && from != 1))
+      throw shape_error("cannot expand " + shape_string(v.shape()) + " to " + shape_string(shape));
+  }
   return tensor_view<typename V::value_type const, NR>(v.data(), shape,
                                                         broadcast_strides<NR, V::rank>(v.shape(), v.strides(), shape));
 }

@@ -93,13 +93,9 @@ void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e) {
 }  // namespace detail
 
 // Evaluates `e` into `dst` (a tensor or a mutable view) under `policy`: kiln::eval(kiln::seq, y, x * 2).
-template <policy P, class Dst, expression E>
-  requires requires(Dst& d) { d.view(); } || requires { typename std::remove_cvref_t<Dst>::element_type; }
+template <policy P, viewable Dst, expression E>
 void eval(P const& policy, Dst&& dst, E const& e) {
-  if constexpr (requires { dst.view(); })
-    detail::assign(policy, dst.view(), e);
-  else
-    detail::assign(policy, dst, e);
+  detail::assign(policy, as_view(dst), e);
 }
 
 // Materialises an expression into a new tensor of its shape and type.
