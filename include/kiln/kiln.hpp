@@ -17,6 +17,7 @@
 #include <kiln/ops/activation.hpp>
 #include <kiln/ops/rounding.hpp>
 #include <kiln/ops/compare.hpp>
+#include <kiln/expr/reduce.hpp>
 
 #include <kiln/eval/assign.hpp>
 

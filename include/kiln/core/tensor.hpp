@@ -69,7 +69,8 @@ class tensor {
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)
   tensor(E const& e) : tensor(expression_shape(e), uninitialized) {
-    detail::assign(default_policy{}, view(), e);
+    if constexpr (E::rank == R)  // otherwise expression_shape's static_assert is the one error
+      detail::assign(default_policy{}, view(), e);
   }
 
   tensor(tensor const&) = default;

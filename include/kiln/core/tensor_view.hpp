@@ -13,6 +13,12 @@
 
 namespace kiln {
 
+namespace detail {
+// Whether assignment writes through a tensor_view<T, R>: false for views of `T const`.
+template <class T>
+inline constexpr bool view_elements_are_writable = !std::is_const_v<T>;
+}  // namespace detail
+
 // A view is a pointer, extents and strides (in elements; 0 repeats an element, negative walks
 // backwards). Copying a view copies the handle. Assigning to a view writes through it, as with
 // Eigen::Map or `t[...] = x` in PyTorch. A view of `T const` is read-only.
@@ -81,16 +87,18 @@ class tensor_view {
     return *data_;
   }
 
-  // Writes through the view. The source broadcasts to this view's shape.
+  // Writes through the view. The source broadcasts to this view's shape. A view of `T const` has
+  // no assignment at all (so std::is_assignable says false); the constraint's name is what the
+  // compiler shows when someone tries.
   tensor_view const& operator=(tensor_view const& other) const
-    requires(!std::is_const_v<T>)
+    requires detail::view_elements_are_writable<T>
   {
     detail::assign(default_policy{}, *this, other);
     return *this;
   }
   template <expression E>
   tensor_view const& operator=(E const& e) const
-    requires(!std::is_const_v<T>)
+    requires detail::view_elements_are_writable<T>
   {
     detail::assign(default_policy{}, *this, e);
     return *this;

@@ -87,6 +87,13 @@ inline int check_dim(int dim, int positions, char const* what) {
                       std::to_string(-positions) + ", " + std::to_string(positions - 1) + "]");
   return d;
 }
+
+// p + n. An empty tensor owns no storage, so its views hold a null pointer, and moving null by any
+// non-zero amount is undefined behaviour even though no element is ever read through it.
+template <class T>
+T* advance(T* p, index_t n) noexcept {
+  return p == nullptr ? p : p + n;
+}
 }  // namespace detail
 
 // Elements start, start + step, ... before stop along `dim`, with Python's rules: negative
@@ -106,7 +113,7 @@ auto slice(X&& x, int dim, index_t start, index_t stop, index_t step = 1) {
   // Rounds up without forming stop - start + step, which overflows for a huge step.
   shape[d] = stop == start ? 0 : (stop - start - 1) / step + 1;
   strides[d] *= step;
-  return decltype(v)(v.data() + start * v.strides()[d], shape, strides);
+  return decltype(v)(detail::advance(v.data(), start * v.strides()[d]), shape, strides);
 }
 
 // The sub-tensor at `index` along `dim`, one rank lower (negative index counts from the end).
@@ -125,7 +132,7 @@ auto select(X&& x, int dim, index_t index) {
   extents<R - 1> shape{}, strides{};
   for (int k = 0, o = 0; k < R; ++k)
     if (k != d) shape[o] = v.extent(k), strides[o++] = v.strides()[k];
-  return tensor_view<typename V::element_type, R - 1>(v.data() + i * v.strides()[d], shape, strides);
+  return tensor_view<typename V::element_type, R - 1>(detail::advance(v.data(), i * v.strides()[d]), shape, strides);
 }
 
 namespace detail {

@@ -4,8 +4,9 @@
 // IWYU pragma: private, include <kiln/kiln.hpp>
 #pragma once
 
-#include <kiln/expr/map.hpp>
+#include <kiln/expr/reduce.hpp>
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -22,6 +23,7 @@ struct graph_listing {
     std::vector<int> inputs;
   };
   std::vector<entry> entries;
+  std::vector<int> boundaries;  // ids of reductions/softmax nodes
   std::vector<std::pair<void const*, std::string>> seen_leaves;  // (data, shape/strides key) -> id
 
   template <class T, int R>
@@ -49,6 +51,24 @@ struct graph_listing {
     entries.push_back({std::string(Op::name), describe<typename map<Op, Args...>::value_type>(node.shape()),
                        std::move(inputs)});
     return static_cast<int>(entries.size()) - 1;
+  }
+
+  // Reductions and softmax: a fusion boundary when something consumes them (listed below).
+  template <class Node>
+    requires requires(Node const& n) { n.arg(); }
+  int add(Node const& node) {
+    int const input = add(node.arg());
+    std::ostringstream label;
+    if constexpr (requires { node.reduced_axes(); }) {
+      label << Node::op_type::name << "[axes=";
+      for (std::size_t k = 0; k < node.reduced_axes().size(); ++k) label << (k ? "," : "") << node.reduced_axes()[k];
+      label << (Node::keeps_dims ? ", keepdim]" : "]");
+    } else {
+      label << Node::name << "[dim=" << node.dim() << "]";
+    }
+    entries.push_back({label.str(), describe<typename Node::value_type>(node.shape()), {input}});
+    boundaries.push_back(static_cast<int>(entries.size()) - 1);
+    return boundaries.back();
   }
 
   template <class T, std::size_t R>
@@ -85,7 +105,10 @@ std::string to_string(E const& e) {
     out << '%' << i << " = " << n.label;
     for (std::size_t k = 0; k < n.inputs.size(); ++k) out << (k ? ", %" : "(%") << n.inputs[k];
     if (!n.inputs.empty()) out << ')';
-    out << " : " << n.type_and_shape << '\n';
+    out << " : " << n.type_and_shape;
+    bool const boundary = std::find(g.boundaries.begin(), g.boundaries.end(), int(i)) != g.boundaries.end();
+    if (boundary && i + 1 != g.entries.size()) out << "  // materialized: fusion boundary";
+    out << '\n';
   }
   return out.str();
 }

@@ -5,6 +5,7 @@
 
 #include <kiln/core/views.hpp>
 #include <kiln/eval/kernels.hpp>
+#include <kiln/eval/reduce.hpp>
 #include <kiln/ops/arithmetic.hpp>
 
 #include <cstdint>
@@ -81,7 +82,22 @@ void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e) {
   }
   if (dst.size() == 0) return;
   auto const root = as_root(e);
-  if (needs_temporary(dst, root)) {
+  using Root = std::remove_const_t<decltype(root)>;
+  if constexpr (is_materialized<Root>) {
+    // A reduction or softmax writes its destination while it reads its inputs: straight into dst
+    // only when dst is exactly its result (type, shape, contiguous) and shares no memory with them.
+    bool direct = std::is_same_v<typename Root::value_type, T> && dst.shape() == root.shape() && dst.is_contiguous();
+    auto const [dlo, dhi] = byte_range(dst);
+    for_each_leaf_node(root, [&](auto const& leaf_node) {
+      auto const [lo, hi] = byte_range(leaf_node.view());
+      direct = direct && (lo >= dhi || dlo >= hi);
+    });
+    if constexpr (std::is_same_v<typename Root::value_type, T>)
+      if (direct) return materialize(policy, dst, root);
+    run(policy, dst, lower(policy, root));
+  } else if constexpr (contains_materialized<Root>::value) {
+    assign(policy, dst, lower(policy, root));
+  } else if (needs_temporary(dst, root)) {
     tensor<T, R> temporary(dst.shape(), uninitialized);
     run(policy, temporary.view(), root);
     run(policy, dst, leaf<T, R>(std::as_const(temporary).view()));

@@ -13,7 +13,8 @@ template <int R, class T, class Ev>
 void run_rows(seq_policy const&, loop_plan<R> const& plan, T* out, Ev& ev) {
   index_t const n = plan.shape[plan.dims - 1];
   index_t const step = plan.out_strides[plan.dims - 1];
-  for_each_row(plan, out, ev, [&](T* row) {
+  for_each_row(plan, ev, [&](index_t offset, auto const&) {
+    T* const row = out + offset;
     for (index_t i = 0; i < n; ++i) row[i * step] = static_cast<T>(ev.scalar(i));
   });
 }
@@ -30,6 +31,20 @@ inline constexpr bool vectorizable = [] {
     return simd_detail::has_batch<L> && std::is_same_v<V, T> && (std::is_same_v<V, L> || std::is_same_v<V, bool>);
   }
 }();
+
+// How the leaves are read along the inner dimension of a plan: all contiguous, each contiguous or
+// broadcast (stride 0), or some other stride (gathers gain nothing over scalar loads here).
+enum class inner_reads { contiguous, mixed, strided };
+template <int R, class Ev>
+inner_reads leaf_reads(loop_plan<R> const& plan, Ev& ev) {
+  int const inner = plan.dims - 1;
+  bool contiguous = true, splat_or_contiguous = true;
+  for_each_leaf(ev, [&](auto const& leaf) {
+    contiguous = contiguous && leaf.strides[inner] == 1;
+    splat_or_contiguous = splat_or_contiguous && (leaf.strides[inner] == 1 || leaf.strides[inner] == 0);
+  });
+  return contiguous ? inner_reads::contiguous : splat_or_contiguous ? inner_reads::mixed : inner_reads::strided;
+}
 
 template <class Lane, inner_mode Mode, class T, class Ev>
 KILN_ALWAYS_INLINE void simd_row(T* row, index_t n, Ev const& ev) {
@@ -50,18 +65,13 @@ void run_rows(simd_policy const& policy, loop_plan<R> const& plan, T* out, Ev& e
     run_rows(static_cast<seq_policy const&>(policy), plan, out, ev);
   } else {
     using Lane = lane_t<Node>;
-    int const inner = plan.dims - 1;
-    bool contiguous = plan.out_strides[inner] == 1, splat_or_contiguous = contiguous;
-    for_each_leaf(ev, [&](auto const& leaf) {
-      contiguous = contiguous && leaf.strides[inner] == 1;
-      splat_or_contiguous = splat_or_contiguous && (leaf.strides[inner] == 1 || leaf.strides[inner] == 0);
-    });
-    index_t const n = plan.shape[inner];
-    if (contiguous)
-      for_each_row(plan, out, ev, [&](T* row) { simd_row<Lane, inner_mode::contiguous>(row, n, ev); });
-    else if (splat_or_contiguous)
-      for_each_row(plan, out, ev, [&](T* row) { simd_row<Lane, inner_mode::mixed>(row, n, ev); });
-    else  // strided reads: gathers gain nothing over scalar loads here
+    index_t const n = plan.shape[plan.dims - 1];
+    inner_reads const reads = plan.out_strides[plan.dims - 1] == 1 ? leaf_reads(plan, ev) : inner_reads::strided;
+    if (reads == inner_reads::contiguous)
+      for_each_row(plan, ev, [&](index_t offset, auto const&) { simd_row<Lane, inner_mode::contiguous>(out + offset, n, ev); });
+    else if (reads == inner_reads::mixed)
+      for_each_row(plan, ev, [&](index_t offset, auto const&) { simd_row<Lane, inner_mode::mixed>(out + offset, n, ev); });
+    else
       run_rows(static_cast<seq_policy const&>(policy), plan, out, ev);
   }
 }

@@ -7,6 +7,7 @@
 #include <kiln/eval/evaluator.hpp>
 
 #include <array>
+#include <utility>
 
 namespace kiln::detail {
 
@@ -65,17 +66,17 @@ loop_plan<R> make_plan(extents<R> const& shape, extents<R> const& out_strides, E
   return plan;
 }
 
-// Runs body(row_index) for every row of the plan (every index of the outer dimensions), after
-// pointing the destination and all leaves at that row.
-template <int R, class T, class Ev, class Body>
-void for_each_row(loop_plan<R> const& plan, T* out, Ev& ev, Body&& body) {
+// Runs body(offset, index) for every row of the plan: `index` holds the outer dimensions' indices
+// and `offset` the destination's element offset of the row, after pointing every leaf at it.
+template <int R, class Ev, class Body>
+void for_each_row(loop_plan<R> const& plan, Ev& ev, Body&& body) {
   int const outer = plan.dims - 1;
   plan_strides<R> index{};
   for (;;) {
-    T* row = out;
-    for (int d = 0; d < outer; ++d) row += index[d] * plan.out_strides[d];
+    index_t offset = 0;
+    for (int d = 0; d < outer; ++d) offset += index[d] * plan.out_strides[d];
     for_each_leaf(ev, [&](auto& leaf) { leaf.start_row(index, outer); });
-    body(row);
+    body(offset, std::as_const(index));
     int d = outer - 1;
     for (; d >= 0; --d) {
       if (++index[d] < plan.shape[d]) break;

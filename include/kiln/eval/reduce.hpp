@@ -1,0 +1,322 @@
+// kiln/eval/reduce.hpp: evaluating fusion boundaries. Reductions run their producer inside their
+// own loop (fold kernels below); softmax runs three such loops. When a boundary node is an operand
+// of an elementwise expression, `lower` materialises it once into a temporary that the outer loop
+// then reads as a leaf.
+// IWYU pragma: private, include <kiln/kiln.hpp>
+#pragma once
+
+#include <kiln/eval/kernels.hpp>
+#include <kiln/expr/reduce.hpp>
+#include <kiln/ops/transcendental.hpp>
+
+#include <vector>
+
+namespace kiln::detail {
+
+template <class Node>
+inline constexpr bool is_materialized = requires { requires Node::is_materialized; };
+
+template <class Node>
+struct contains_materialized : std::bool_constant<is_materialized<Node>> {};
+template <class Op, class... Args>
+struct contains_materialized<map<Op, Args...>> : std::bool_constant<(contains_materialized<Args>::value || ...)> {};
+
+// Calls f on every leaf of a user's tree, through boundaries too.
+template <class Node, class F>
+void for_each_leaf_node(Node const& node, F&& f) {
+  if constexpr (requires { node.view(); }) f(node);
+  else if constexpr (requires { node.args(); }) std::apply([&](auto const&... a) { (for_each_leaf_node(a, f), ...); }, node.args());
+  else if constexpr (requires { node.arg(); }) for_each_leaf_node(node.arg(), f);
+}
+
+template <class Policy, class T, int R, class Node>
+void materialize(Policy const& policy, tensor_view<T, R> const& dst, Node const& node);
+
+// The tree with every boundary replaced by a leaf over its evaluated result.
+template <class Policy, class Node>
+auto lower(Policy const& policy, Node const& node) {
+  if constexpr (is_materialized<Node>) {
+    tensor<typename Node::value_type, Node::rank> result(node.shape(), uninitialized);
+    if (result.size() != 0) materialize(policy, result.view(), node);
+    return leaf<typename Node::value_type, Node::rank>(std::move(result));
+  } else if constexpr (contains_materialized<Node>::value) {
+    return std::apply([&](auto const&... a) {
+      return map<typename Node::op_type, decltype(lower(policy, a))...>(node.op(), lower(policy, a)...);
+    }, node.args());
+  } else {
+    return node;
+  }
+}
+
+// Pairwise summation over blocks: block results enter a binary counter of partial sums, so the
+// rounding error grows with log(n) rather than n (as numpy's and PyTorch's cascade sums).
+template <class A, class Op>
+class cascade {
+ public:
+  void push(A x) {
+    int k = 0;
+    for (; occupied_ >> k & 1u; ++k) {
+      x = Op::combine(level_[k], x);
+      occupied_ &= ~(std::uint64_t{1} << k);
+    }
+    level_[k] = x;
+    occupied_ |= std::uint64_t{1} << k;
+  }
+  A total() const {
+    A t = Op::template identity<A>();
+    for (int k = 0; k < 64; ++k)
+      if (occupied_ >> k & 1u) t = Op::combine(t, level_[k]);
+    return t;
+  }
+
+ private:
+  std::array<A, 64> level_{};
+  std::uint64_t occupied_ = 0;
+};
+
+inline constexpr index_t fold_block = 1024;
+
+// Folds the n elements of the current row, scalar.
+template <class Op, class A, class Ev>
+A fold_row(Ev const& ev, index_t n) {
+  cascade<A, Op> partial;
+  for (index_t start = 0; start < n; start += fold_block) {
+    A acc = Op::template identity<A>();
+    index_t const end = std::min(n, start + fold_block);
+    for (index_t i = start; i < end; ++i) acc = Op::combine(acc, Op::template prepare<A>(ev.scalar(i)));
+    partial.push(acc);
+  }
+  return partial.total();
+}
+
+// Combines the lanes of a batch with Op.
+template <class Op, class B>
+auto fold_lanes(B const& b) {
+  using A = typename B::value_type;
+  if constexpr (std::is_same_v<Op, ops::sum_red> || std::is_base_of_v<ops::sum_red, Op>) {
+    return simd_detail::reduce_add(b);
+  } else {
+    alignas(storage_alignment) A lanes[B::size];
+    b.store_aligned(lanes);
+    A t = lanes[0];
+    for (std::size_t k = 1; k < B::size; ++k) t = Op::combine(t, lanes[k]);
+    return t;
+  }
+}
+
+template <class A, index_t W>
+std::array<A, W> const& lane_iota() {
+  static constexpr std::array<A, W> iota = [] {
+    std::array<A, W> a{};
+    for (index_t k = 0; k < W; ++k) a[k] = A(k);
+    return a;
+  }();
+  return iota;
+}
+
+// The same with batches: four independent accumulators per block hide the add latency; the tail
+// is a padded batch whose unused lanes are replaced by the identity.
+template <class Op, class A, inner_mode Mode, class Ev>
+A fold_row_simd(Ev const& ev, index_t n) {
+  using B = simd_detail::batch<A>;
+  constexpr index_t W = B::size;
+  cascade<B, Op> partial;
+  B const identity(Op::template identity<A>());
+  for (index_t start = 0; start < n; start += fold_block) {
+    index_t const end = std::min(n, start + fold_block);
+    B acc0 = identity, acc1 = identity, acc2 = identity, acc3 = identity;
+    index_t i = start;
+    for (; i + 4 * W <= end; i += 4 * W) {
+      acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, false>(i, W)));
+      acc1 = Op::combine(acc1, Op::template prepare<B>(ev.template packet<A, Mode, false>(i + W, W)));
+      acc2 = Op::combine(acc2, Op::template prepare<B>(ev.template packet<A, Mode, false>(i + 2 * W, W)));
+      acc3 = Op::combine(acc3, Op::template prepare<B>(ev.template packet<A, Mode, false>(i + 3 * W, W)));
+    }
+    for (; i + W <= end; i += W) acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, false>(i, W)));
+    if (i < end) {
+      B const lane_index = B::load_unaligned(lane_iota<A, W>().data());
+      B const p = Op::template prepare<B>(ev.template packet<A, Mode, true>(i, end - i));
+      acc1 = Op::combine(acc1, xsimd::select(lane_index < B(A(end - i)), p, identity));
+    }
+    partial.push(Op::combine(Op::combine(acc0, acc1), Op::combine(acc2, acc3)));
+  }
+  return fold_lanes<Op>(partial.total());
+}
+
+// Accumulates row elements into out[i * step] (the row's dimension is kept), scalar.
+template <class Op, class A, class Ev>
+void fold_into_row(Ev const& ev, A* out, index_t step, index_t n) {
+  for (index_t i = 0; i < n; ++i) out[i * step] = Op::combine(out[i * step], Op::template prepare<A>(ev.scalar(i)));
+}
+
+// The same across a contiguous kept dimension, a batch of outputs at a time.
+template <class Op, class A, inner_mode Mode, class Ev>
+void fold_into_row_simd(Ev const& ev, A* out, index_t n) {
+  using B = simd_detail::batch<A>;
+  constexpr index_t W = B::size;
+  index_t i = 0;
+  for (; i + W <= n; i += W)
+    Op::combine(B::load_unaligned(out + i), Op::template prepare<B>(ev.template packet<A, Mode, false>(i, W)))
+        .store_unaligned(out + i);
+  if (i < n) {
+    alignas(storage_alignment) A buffer[W] = {};
+    std::copy_n(out + i, n - i, buffer);
+    Op::combine(B::load_aligned(buffer), Op::template prepare<B>(ev.template packet<A, Mode, true>(i, n - i)))
+        .store_aligned(buffer);
+    std::copy_n(buffer, n - i, out + i);
+  }
+}
+
+// The strides of a reduction's destination in its input's index space: the output's stride along
+// kept dimensions, 0 along reduced ones (every input there lands on the same output).
+template <int RA, bool Keep, std::size_t N, std::size_t R>
+extents<RA> reduction_strides(std::array<int, N> const& axes, std::array<index_t, R> const& out_strides) {
+  extents<RA> s{};
+  for (int d = 0, o = 0, k = 0; d < RA; ++d) {
+    bool const reduced = k < int(N) && axes[k] == d;
+    if (reduced) ++k;
+    s[d] = reduced ? 0 : out_strides[o];
+    if (!reduced || Keep) ++o;
+  }
+  return s;
+}
+
+// dst (the reduction's shape) = fold of `arg` over `axes` with Op.
+template <class Op, class Policy, class A, int R, class Arg, std::size_t N, bool Keep>
+void fold([[maybe_unused]] Policy const& policy, tensor_view<A, R> const& dst, Arg const& arg, std::array<int, N> const& axes,
+          std::bool_constant<Keep>) {
+  constexpr int RA = Arg::rank;
+  std::fill_n(dst.data(), dst.size(), Op::template identity<A>());
+  if (element_count<RA>(arg.shape()) == 0) return;
+  evaluator<Arg, RA> ev(arg, arg.shape());
+  loop_plan<RA> const plan = make_plan<RA>(arg.shape(), reduction_strides<RA, Keep>(axes, dst.strides()), ev);
+  index_t const n = plan.shape[plan.dims - 1];
+  index_t const step = plan.out_strides[plan.dims - 1];
+  A* const out = dst.data();
+
+  inner_reads reads = inner_reads::strided;
+  if constexpr (std::is_base_of_v<simd_policy, Policy>) {
+    using Lane = lane_t<Arg>;
+    if constexpr (std::is_same_v<Lane, A> && simd_detail::has_batch<A> && ops::vector_foldable<A>)
+      if (step == 0 || step == 1) reads = leaf_reads(plan, ev);
+  }
+  auto run = [&]<inner_mode Mode>(std::integral_constant<inner_mode, Mode>, bool vector) {
+    for_each_row(plan, ev, [&](index_t offset, auto const&) {
+      A* const row = out + offset;
+      if constexpr (std::is_base_of_v<simd_policy, Policy> && simd_detail::has_batch<A> && ops::vector_foldable<A> &&
+                    std::is_same_v<lane_t<Arg>, A>) {
+        if (vector) {
+          if (step == 0) *row = Op::combine(*row, fold_row_simd<Op, A, Mode>(ev, n));
+          else fold_into_row_simd<Op, A, Mode>(ev, row, n);
+          return;
+        }
+      }
+      if (step == 0) *row = Op::combine(*row, fold_row<Op, A>(ev, n));
+      else fold_into_row<Op, A>(ev, row, step, n);
+    });
+  };
+  if (reads == inner_reads::contiguous) run(std::integral_constant<inner_mode, inner_mode::contiguous>{}, true);
+  else if (reads == inner_reads::mixed) run(std::integral_constant<inner_mode, inner_mode::mixed>{}, true);
+  else run(std::integral_constant<inner_mode, inner_mode::contiguous>{}, false);
+}
+
+// dst = index of the best element over `axes`, in row-major order over the reduced dimensions.
+template <class Op, int R, class Arg, std::size_t N, bool Keep>
+void arg_fold(tensor_view<std::int64_t, R> const& dst, Arg const& arg, std::array<int, N> const& axes,
+              std::bool_constant<Keep>) {
+  constexpr int RA = Arg::rank;
+  using V = typename Arg::value_type;
+  std::fill_n(dst.data(), dst.size(), std::int64_t{0});
+  tensor<V, R> best(dst.shape(), uninitialized);  // same contiguous layout as dst
+  evaluator<Arg, RA> ev(arg, arg.shape());
+  loop_plan<RA> const plan = make_plan<RA>(arg.shape(), reduction_strides<RA, Keep>(axes, dst.strides()), ev);
+  int const inner = plan.dims - 1;
+  // Row-major weights of the planned reduced dimensions (destination stride 0).
+  plan_strides<RA> weight{};
+  index_t w = 1;
+  for (int k = inner; k >= 0; --k) {
+    weight[k] = plan.out_strides[k] == 0 ? w : 0;
+    if (plan.out_strides[k] == 0) w *= plan.shape[k];
+  }
+  index_t const n = plan.shape[inner], step = plan.out_strides[inner];
+  std::vector<bool> seen(static_cast<std::size_t>(dst.size()), false);
+  for_each_row(plan, ev, [&](index_t offset, auto const& index) {
+    index_t base = 0;
+    for (int k = 0; k < inner; ++k) base += index[k] * weight[k];
+    for (index_t i = 0; i < n; ++i) {
+      index_t const o = offset + i * step;
+      V const v = ev.scalar(i);
+      auto taken = seen[static_cast<std::size_t>(o)];
+      if (!taken || Op::better(v, best.data()[o])) {
+        taken = true;
+        best.data()[o] = v;
+        dst.data()[o] = base + i * weight[inner];
+      }
+    }
+  });
+}
+
+// Applies a fold op's finalize (mean's division, norm's square root) in place.
+template <class Op>
+struct finalize_op : math::op_base<1, op_kind::same> {
+  static constexpr std::string_view name = Op::name;
+  index_t count = 0;
+  template <class A> A operator()(A a) const { return Op::finalize(a, count); }
+};
+template <class Policy, class T, int R, class Op>
+void finish(Policy const& policy, tensor_view<T, R> const& dst, Op const&, index_t count) {
+  assign(policy, dst, make_map(finalize_op<Op>{{}, count}, tensor_view<T const, R>(dst)));
+}
+
+template <class Policy, class T, int R, class Op, class Arg, int N, bool Keep>
+void materialize_reduction(Policy const& policy, tensor_view<T, R> const& dst,
+                           reduction<Op, Arg, N, Keep> const& node) {
+  auto const arg = lower(policy, node.arg());
+  using Lowered = std::remove_const_t<decltype(arg)>;
+  std::bool_constant<Keep> const keep;
+  if constexpr (requires { typename Op::pre; }) {
+    // m = pre(arg) with the reduced dimensions kept; dst = output(fold(input(arg, m)), m).
+    using M = typename reduction<typename Op::pre, Lowered, N, true>::value_type;
+    extents<Lowered::rank> m_shape = arg.shape();
+    for (int a : node.reduced_axes()) m_shape[a] = 1;
+    tensor<M, Lowered::rank> m(m_shape, uninitialized);
+    fold<typename Op::pre>(policy, m.view(), arg, node.reduced_axes(), std::true_type{});
+    if constexpr (requires { Op::pre::finalizes; }) finish(policy, m.view(), typename Op::pre{}, node.reduced_size());
+    fold<typename Op::fold>(policy, dst, make_map(typename Op::input{}, arg, std::as_const(m)), node.reduced_axes(), keep);
+    tensor_view<M const, R> const m_as_dst(m.data(), dst.shape());
+    assign(policy, dst, make_map(node.op().make_output(node.reduced_size()), tensor_view<T const, R>(dst), m_as_dst));
+  } else if constexpr (requires { &Op::template better<typename Lowered::value_type>; }) {
+    arg_fold<Op>(dst, arg, node.reduced_axes(), keep);
+  } else {
+    fold<Op>(policy, dst, arg, node.reduced_axes(), keep);
+    if constexpr (requires { Op::finalizes; }) finish(policy, dst, node.op(), node.reduced_size());
+  }
+}
+
+template <class Policy, class T, int R, class Arg, bool Log>
+void materialize_softmax(Policy const& policy, tensor_view<T, R> const& dst, softmax_node<Arg, Log> const& node) {
+  auto const x = lower(policy, node.arg());
+  using X = std::remove_const_t<decltype(x)>;
+  extents<R> kept = x.shape();
+  kept[node.dim()] = 1;
+  std::array<int, 1> const axis{node.dim()};
+  tensor<typename X::value_type, R> m(kept, uninitialized);
+  fold<ops::amax_red>(policy, m.view(), x, axis, std::true_type{});
+  auto const shifted = make_map(ops::sub_op{}, x, std::as_const(m));
+  tensor<T, R> s(kept, uninitialized);
+  fold<ops::sum_red>(policy, s.view(), make_map(ops::exp_op{}, shifted), axis, std::true_type{});
+  if constexpr (Log)
+    assign(policy, dst, make_map(ops::sub_op{}, shifted, make_map(ops::log_op{}, std::as_const(s))));
+  else
+    assign(policy, dst, make_map(ops::div_op{}, make_map(ops::exp_op{}, shifted), std::as_const(s)));
+}
+
+template <class Policy, class T, int R, class Node>
+void materialize(Policy const& policy, tensor_view<T, R> const& dst, Node const& node) {
+  if constexpr (requires { node.reduced_axes(); })
+    materialize_reduction(policy, dst, node);
+  else
+    materialize_softmax(policy, dst, node);
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,181 @@
+// kiln/ops/reduction.hpp: reduction ops. A fold op says how one output element accumulates its
+// inputs: the accumulator type, the identity, how an input becomes a contribution (`prepare`),
+// how two partial results combine (`combine`, associative, on scalars and batches) and the last
+// step (`finalize`, given the number of inputs). Two-pass ops (var, std, logsumexp) are a fold
+// preceded by another reduction whose result the fold's input and finalize read.
+// IWYU pragma: private, include <kiln/kiln.hpp>
+#pragma once
+
+#include <kiln/ops/math.hpp>
+
+#include <cstdint>
+#include <limits>
+
+namespace kiln::ops {
+
+namespace detail {
+template <class V>
+using sum_acc_t = std::conditional_t<std::is_integral_v<V>, std::int64_t, V>;  // bool and int sum to int64
+}  // namespace detail
+
+template <class V>
+inline constexpr bool vector_foldable = std::is_floating_point_v<V>;
+
+struct sum_red {
+  static constexpr std::string_view name = "sum";
+  template <class V> using acc = detail::sum_acc_t<V>;
+  template <class A> static A identity() { return A(0); }
+  template <class A, class V> static A prepare(V v) { return static_cast<A>(v); }
+  template <class A> static A combine(A a, A b) { return a + b; }
+  template <class A> static A finalize(A a, index_t) { return a; }
+};
+// The mean of no elements is NaN (0 / 0), as in PyTorch.
+struct mean_red : sum_red {
+  static constexpr std::string_view name = "mean";
+  static constexpr bool floating_only = true;
+  static constexpr bool finalizes = true;
+  template <class V> using acc = V;
+  template <class A> static A finalize(A a, index_t n) { return a / static_cast<A>(n); }
+};
+struct prod_red {
+  static constexpr std::string_view name = "prod";
+  template <class V> using acc = detail::sum_acc_t<V>;
+  template <class A> static A identity() { return A(1); }
+  template <class A, class V> static A prepare(V v) { return static_cast<A>(v); }
+  template <class A> static A combine(A a, A b) { return a * b; }
+  template <class A> static A finalize(A a, index_t) { return a; }
+};
+// NaN-propagating maximum and minimum; an empty reduction is an error (there is no identity).
+struct amax_red {
+  static constexpr std::string_view name = "amax";
+  static constexpr bool needs_elements = true;
+  template <class V> using acc = V;
+  template <class A> static A identity() {
+    using E = math::element_t<A>;
+    if constexpr (std::numeric_limits<E>::has_infinity) return A(-std::numeric_limits<E>::infinity());
+    else return A(std::numeric_limits<E>::lowest());
+  }
+  template <class A, class V> static A prepare(V v) { return static_cast<A>(v); }
+  template <class A> static A combine(A a, A b) {
+    if constexpr (std::is_floating_point_v<math::element_t<A>>)
+      return math::select(math::either(math::is_nan(a), math::is_nan(b)), a + b, math::select(a < b, b, a));
+    else return math::select(a < b, b, a);
+  }
+  template <class A> static A finalize(A a, index_t) { return a; }
+};
+struct amin_red {
+  static constexpr std::string_view name = "amin";
+  static constexpr bool needs_elements = true;
+  template <class V> using acc = V;
+  template <class A> static A identity() {
+    using E = math::element_t<A>;
+    if constexpr (std::numeric_limits<E>::has_infinity) return A(std::numeric_limits<E>::infinity());
+    else return A(std::numeric_limits<E>::max());
+  }
+  template <class A, class V> static A prepare(V v) { return static_cast<A>(v); }
+  template <class A> static A combine(A a, A b) {
+    if constexpr (std::is_floating_point_v<math::element_t<A>>)
+      return math::select(math::either(math::is_nan(a), math::is_nan(b)), a + b, math::select(b < a, b, a));
+    else return math::select(b < a, b, a);
+  }
+  template <class A> static A finalize(A a, index_t) { return a; }
+};
+struct all_red {
+  static constexpr std::string_view name = "all";
+  template <class V> using acc = bool;
+  template <class A> static A identity() { return true; }
+  template <class A, class V> static A prepare(V v) { return v != V(0); }
+  template <class A> static A combine(A a, A b) { return a && b; }
+  template <class A> static A finalize(A a, index_t) { return a; }
+};
+struct any_red {
+  static constexpr std::string_view name = "any";
+  template <class V> using acc = bool;
+  template <class A> static A identity() { return false; }
+  template <class A, class V> static A prepare(V v) { return v != V(0); }
+  template <class A> static A combine(A a, A b) { return a || b; }
+  template <class A> static A finalize(A a, index_t) { return a; }
+};
+struct count_nonzero_red {
+  static constexpr std::string_view name = "count_nonzero";
+  template <class V> using acc = std::int64_t;
+  template <class A> static A identity() { return 0; }
+  template <class A, class V> static A prepare(V v) { return v != V(0) ? 1 : 0; }
+  template <class A> static A combine(A a, A b) { return a + b; }
+  template <class A> static A finalize(A a, index_t) { return a; }
+};
+// The 2-norm: sqrt of the sum of squares.
+struct norm2_red : sum_red {
+  static constexpr std::string_view name = "norm";
+  static constexpr bool finalizes = true;
+  template <class V> using acc = floating_t<V>;
+  template <class A, class V> static A prepare(V v) { A const x = static_cast<A>(v); return x * x; }
+  template <class A> static A finalize(A a, index_t) { using std::sqrt; return sqrt(a); }
+};
+
+// Index of the first maximum (minimum) over the reduced elements, counted in row-major order over
+// the reduced dimensions. A NaN counts as the maximum (and the minimum), as in PyTorch.
+struct argmax_red {
+  static constexpr std::string_view name = "argmax";
+  static constexpr bool needs_elements = true;
+  template <class V> static bool better(V candidate, V best) {
+    return math::is_nan(candidate) ? !math::is_nan(best) : candidate > best;
+  }
+};
+struct argmin_red {
+  static constexpr std::string_view name = "argmin";
+  static constexpr bool needs_elements = true;
+  template <class V> static bool better(V candidate, V best) {
+    return math::is_nan(candidate) ? !math::is_nan(best) : candidate < best;
+  }
+};
+
+// Two-pass reductions. `pre` is reduced first (keeping dimensions) into m; then `fold` reduces
+// input(x, m) elementwise, and `output(s, m, n)` finishes. The elementwise steps are op structs so
+// that they vectorise like any other.
+struct var_red {
+  static constexpr std::string_view name = "var";
+  static constexpr bool floating_only = true;
+  double correction = 1;
+  using pre = mean_red;
+  using fold = sum_red;
+  struct input : math::op_base<2, op_kind::floating> {  // (x - m)^2
+    static constexpr std::string_view name = "sqdev";
+    template <class T> T operator()(T x, T m) const { T const d = x - m; return d * d; }
+  };
+  struct output : math::op_base<2, op_kind::floating> {  // s / max(0, n - correction)
+    static constexpr std::string_view name = "var_out";
+    double divisor = 1;
+    template <class T> T operator()(T s, T) const { return s / math::lit<T>(divisor); }
+  };
+  output make_output(index_t n) const { return {{}, std::max(0.0, static_cast<double>(n) - correction)}; }
+};
+struct std_red : var_red {
+  static constexpr std::string_view name = "std";
+  struct output : var_red::output {
+    template <class T> T operator()(T s, T m) const { using std::sqrt; return sqrt(var_red::output::operator()(s, m)); }
+  };
+  output make_output(index_t n) const { return {var_red::make_output(n)}; }
+};
+// log(sum(exp(x - m))) + m with m the maximum, masked to 0 where it is infinite (PyTorch's
+// formulation): stable for large inputs, exact for rows of ±inf.
+struct logsumexp_red {
+  static constexpr std::string_view name = "logsumexp";
+  using pre = amax_red;
+  using fold = sum_red;
+  template <class T> static T shift(T m) {
+    using std::isinf;
+    return math::select(isinf(m), T(0), m);
+  }
+  struct input : math::op_base<2, op_kind::floating> {
+    static constexpr std::string_view name = "exp_shifted";
+    template <class T> T operator()(T x, T m) const { using std::exp; return exp(x - shift(m)); }
+  };
+  struct output : math::op_base<2, op_kind::floating> {
+    static constexpr std::string_view name = "log_shifted";
+    template <class T> T operator()(T s, T m) const { using std::log; return log(s) + shift(m); }
+  };
+  output make_output(index_t) const { return {}; }
+};
+
+}  // namespace kiln::ops
