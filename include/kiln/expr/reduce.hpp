@@ -46,9 +46,9 @@ std::array<int, N> normalize_axes(std::array<int, N> axes, int rank, std::string
                         std::to_string(rank));
   }
   std::sort(axes.begin(), axes.end());
-  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
-    throw shape_error(std::string(op) + ": axis " + std::to_string(*std::adjacent_find(axes.begin(), axes.end())) +
-                      " is given more than once");
+  for (std::size_t k = 1; k < N; ++k)
+    if (axes[k] == axes[k - 1])
+      throw shape_error(std::string(op) + ": axis " + std::to_string(axes[k]) + " is given more than once");
   return axes;
 }
 }  // namespace detail
