@@ -70,7 +70,7 @@ class cascade {
   }
 
  private:
-  std::array<A, 64> level_{};
+  std::array<A, 64> level_;  // only occupied levels are read: no need to clear 64 batches per row
   std::uint64_t occupied_ = 0;
 };
 
@@ -122,6 +122,7 @@ A fold_row_simd(Ev const& ev, index_t n) {
   constexpr index_t W = B::size;
   cascade<B, Op> partial;
   B const identity(Op::template identity<A>());
+  B single = identity;  // rows of one block (the common case) skip the cascade
   for (index_t start = 0; start < n; start += fold_block) {
     index_t const end = std::min(n, start + fold_block);
     B acc0 = identity, acc1 = identity, acc2 = identity, acc3 = identity;
@@ -138,9 +139,11 @@ A fold_row_simd(Ev const& ev, index_t n) {
       B const p = Op::template prepare<B>(ev.template packet<A, Mode, true>(i, end - i));
       acc1 = Op::combine(acc1, xsimd::select(lane_index < B(A(end - i)), p, identity));
     }
-    partial.push(Op::combine(Op::combine(acc0, acc1), Op::combine(acc2, acc3)));
+    B const block = Op::combine(Op::combine(acc0, acc1), Op::combine(acc2, acc3));
+    if (n <= fold_block) single = block;
+    else partial.push(block);
   }
-  return fold_lanes<Op>(partial.total());
+  return fold_lanes<Op>(n <= fold_block ? single : partial.total());
 }
 
 // Accumulates row elements into out[i * step] (the row's dimension is kept), scalar.
@@ -293,13 +296,97 @@ void materialize_reduction(Policy const& policy, tensor_view<T, R> const& dst,
   }
 }
 
-template <class Policy, class T, int R, class Arg, bool Log>
-void materialize_softmax(Policy const& policy, tensor_view<T, R> const& dst, softmax_node<Arg, Log> const& node) {
-  auto const x = lower(policy, node.arg());
-  using X = std::remove_const_t<decltype(x)>;
+// An evaluator seen through an elementwise step f (a generic lambda for scalars and batches), so
+// one row can be read again under another step without building a new tree.
+template <class Ev, class F>
+struct mapped_evaluator {
+  Ev const& ev;
+  F f;
+  auto scalar(index_t i) const { return f(ev.scalar(i)); }
+  template <class Lane, inner_mode Mode, bool Tail>
+  KILN_ALWAYS_INLINE auto packet(index_t i, index_t n) const { return f(ev.template packet<Lane, Mode, Tail>(i, n)); }
+};
+template <class Ev, class F>
+mapped_evaluator(Ev const&, F) -> mapped_evaluator<Ev, F>;
+
+// A contiguous row of the destination read back as a leaf.
+template <class T>
+struct contiguous_row {
+  T const* data;
+  T scalar(index_t i) const { return data[i]; }
+  template <class Lane, inner_mode, bool Tail>
+  KILN_ALWAYS_INLINE auto packet(index_t i, index_t n) const {
+    using B = simd_detail::batch<T>;
+    if constexpr (Tail) {
+      alignas(storage_alignment) T buffer[B::size] = {};
+      std::copy_n(data + i, n, buffer);
+      return B::load_aligned(buffer);
+    } else {
+      return B::load_unaligned(data + i);
+    }
+  }
+};
+template <class T>
+contiguous_row(T*) -> contiguous_row<T>;
+
+// Softmax along the last dimension, one row at a time: max, sum of exp, then the write, each
+// pass over a row that is still in L1. Memory sees one read of x and one write of dst.
+template <bool Log, class Policy, class T, int R, class X>
+void softmax_rows(Policy const&, tensor_view<T, R> const& dst, X const& x) {
+  evaluator<X, R> ev(x, x.shape());
+  extents<R> row_strides = dst.strides();
+  row_strides[R - 1] = 0;  // the last dimension folds; it cannot merge with the kept ones
+  loop_plan<R> const plan = make_plan<R>(x.shape(), row_strides, ev);
+  index_t const n = x.shape()[R - 1];
+  constexpr bool vector = std::is_base_of_v<simd_policy, Policy> && simd_detail::has_batch<T> &&
+                          std::is_same_v<lane_t<X>, T>;
+  inner_reads const reads = vector ? leaf_reads(plan, ev) : inner_reads::strided;
+  T* row = dst.data();
+  auto each_row = [&]<inner_mode Mode>(std::integral_constant<inner_mode, Mode>) {
+    for_each_row(plan, ev, [&](index_t, auto const&) {
+      auto fold_with = [&]<class Op>(Op, auto const& source) {
+        if constexpr (vector)
+          if (reads != inner_reads::strided) return fold_row_simd<Op, T, Mode>(source, n);
+        return fold_row<Op, T>(source, n);
+      };
+      T const m = fold_with(ops::amax_red{}, ev);
+      auto const shifted_exp = [m](auto v) { using std::exp; return exp(v - decltype(v)(m)); };
+      if constexpr (Log) {
+        using std::log;
+        T const shift = m + log(fold_with(ops::sum_red{}, mapped_evaluator{ev, shifted_exp}));
+        mapped_evaluator const out{ev, [shift](auto v) { return v - decltype(v)(shift); }};
+        if constexpr (vector)
+          if (reads != inner_reads::strided) return simd_row<T, Mode>(row, n, out), void(row += n);
+        for (index_t i = 0; i < n; ++i) row[i] = out.scalar(i);
+      } else {
+        // exp(x - m) is stored while it is summed, then scaled in place: one exp per element.
+        mapped_evaluator const e{ev, shifted_exp};
+        T s = 0;
+        if constexpr (vector) {
+          if (reads != inner_reads::strided) {
+            simd_row<T, Mode>(row, n, e);
+            s = fold_row_simd<ops::sum_red, T, inner_mode::contiguous>(contiguous_row{row}, n);
+          }
+        }
+        if (!vector || reads == inner_reads::strided)
+          for (index_t i = 0; i < n; ++i) s += (row[i] = e.scalar(i));
+        T const scale = T(1) / s;  // as PyTorch: one division per row, then multiplications
+        for (index_t i = 0; i < n; ++i) row[i] *= scale;
+      }
+      row += n;
+    });
+  };
+  if (reads == inner_reads::mixed) each_row(std::integral_constant<inner_mode, inner_mode::mixed>{});
+  else each_row(std::integral_constant<inner_mode, inner_mode::contiguous>{});
+}
+
+// Softmax along another dimension: three whole-tensor passes (max, sum of exp, write), each fused
+// with the producer.
+template <bool Log, class Policy, class T, int R, class X>
+void softmax_passes(Policy const& policy, tensor_view<T, R> const& dst, X const& x, int dim) {
   extents<R> kept = x.shape();
-  kept[node.dim()] = 1;
-  std::array<int, 1> const axis{node.dim()};
+  kept[dim] = 1;
+  std::array<int, 1> const axis{dim};
   tensor<typename X::value_type, R> m(kept, uninitialized);
   fold<ops::amax_red>(policy, m.view(), x, axis, std::true_type{});
   auto const shifted = make_map(ops::sub_op{}, x, std::as_const(m));
@@ -309,6 +396,14 @@ void materialize_softmax(Policy const& policy, tensor_view<T, R> const& dst, sof
     assign(policy, dst, make_map(ops::sub_op{}, shifted, make_map(ops::log_op{}, std::as_const(s))));
   else
     assign(policy, dst, make_map(ops::div_op{}, make_map(ops::exp_op{}, shifted), std::as_const(s)));
+}
+
+template <class Policy, class T, int R, class Arg, bool Log>
+void materialize_softmax(Policy const& policy, tensor_view<T, R> const& dst, softmax_node<Arg, Log> const& node) {
+  auto const x = lower(policy, node.arg());
+  if constexpr (std::is_same_v<typename decltype(x)::value_type, T>)
+    if (node.dim() == R - 1 && x.shape()[R - 1] > 1) return softmax_rows<Log>(policy, dst, x);
+  softmax_passes<Log>(policy, dst, x, node.dim());
 }
 
 template <class Policy, class T, int R, class Node>
