@@ -104,7 +104,7 @@ class tensor_view {
     return *this;
   }
   tensor_view const& operator=(value_type value) const
-    requires(!std::is_const_v<T>);  // defined with the expression leaves
+    requires detail::view_elements_are_writable<T>;  // defined with the expression leaves
 
  private:
   index_t offset(extents<R> const& idx) const noexcept {

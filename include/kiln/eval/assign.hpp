@@ -98,7 +98,7 @@ void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e) {
   } else if constexpr (contains_materialized<Root>::value) {
     assign(policy, dst, lower(policy, root));
   } else if (needs_temporary(dst, root)) {
-    tensor<T, R> temporary(dst.shape(), uninitialized);
+    tensor<std::remove_const_t<T>, R> temporary(dst.shape(), uninitialized);
     run(policy, temporary.view(), root);
     run(policy, dst, leaf<T, R>(std::as_const(temporary).view()));
   } else {

@@ -58,9 +58,21 @@ KILN_ALWAYS_INLINE void simd_row(T* row, index_t n, Ev const& ev) {
   }
 }
 
+// The pointer, with what the compiler knows of the object behind it forgotten. When a small array
+// of known size is assigned, GCC would otherwise propagate its size into the vector loop and warn
+// (-Warray-bounds) about the batch stores of a loop that never runs for it.
+template <class T>
+KILN_ALWAYS_INLINE T* opaque(T* p) noexcept {
+#if defined(__GNUC__)
+  __asm__("" : "+r"(p));
+#endif
+  return p;
+}
+
 template <int R, class T, class Ev>
 void run_rows(simd_policy const& policy, loop_plan<R> const& plan, T* out, Ev& ev) {
   using Node = typename Ev::node_type;
+  out = opaque(out);
   if constexpr (!vectorizable<Node, T>) {
     run_rows(static_cast<seq_policy const&>(policy), plan, out, ev);
   } else {

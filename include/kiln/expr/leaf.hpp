@@ -51,7 +51,7 @@ class constant {
 // Fills a view with one value: `slice(x, 0, 0, 2) = 0.f`.
 template <class T, int R>
 tensor_view<T, R> const& tensor_view<T, R>::operator=(value_type value) const
-  requires(!std::is_const_v<T>)
+  requires detail::view_elements_are_writable<T>
 {
   detail::assign(default_policy{}, *this, constant<value_type>(value));
   return *this;
