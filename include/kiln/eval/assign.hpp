@@ -14,15 +14,6 @@
 namespace kiln {
 namespace detail {
 
-// The node an expression is evaluated as: nodes as they are, tensors and views as leaves.
-template <class E>
-auto as_root(E const& e) {
-  if constexpr (requires { typename E::element_type; })
-    return leaf<typename E::value_type, E::rank>(tensor_view<typename E::value_type const, E::rank>(e));
-  else
-    return e;  // nodes are cheap to copy: views and shared handles
-}
-
 // The byte range [lo, hi) a view touches; empty for an empty view.
 template <class T, int R>
 std::pair<std::uintptr_t, std::uintptr_t> byte_range(tensor_view<T, R> const& v) {
@@ -44,17 +35,17 @@ bool needs_temporary(tensor_view<T, R> const& dst, Root const& root) {
   auto const [dlo, dhi] = byte_range(dst);
   if (dlo == dhi) return false;
   bool unsafe = false;
-  evaluator<Root, R> probe(root, dst.shape());
-  auto check = [&]<class Leaf>(Leaf const& leaf_node, auto const& leaf_eval) {
-    auto const [lo, hi] = byte_range(leaf_node.view());
+  for_each_leaf_node(root, [&]<class V, int LR>(leaf<V, LR> const& leaf_node) {
+    auto const& v = leaf_node.view();
+    auto const [lo, hi] = byte_range(v);
     if (lo >= dhi || dlo >= hi) return;
-    using V = typename Leaf::value_type;
-    bool same = std::is_same_v<V, T> && static_cast<void const*>(leaf_node.view().data()) == dst.data();
-    for (int d = 0; same && d < R; ++d)
-      same = dst.extent(d) == 1 || leaf_eval.strides[d] == dst.strides()[d];
+    bool same = std::is_same_v<V, T> && static_cast<void const*>(v.data()) == dst.data();
+    if (same) {
+      extents<R> const s = broadcast_strides<R, LR>(v.shape(), v.strides(), dst.shape());
+      for (int d = 0; same && d < R; ++d) same = dst.extent(d) == 1 || s[d] == dst.strides()[d];
+    }
     unsafe = unsafe || !same;
-  };
-  visit_leaf_pairs(root, probe, check);
+  });
   return unsafe;
 }
 
@@ -64,6 +55,9 @@ void run(Policy const& policy, tensor_view<T, R> const& dst, Root const& root) {
   loop_plan<R> const plan = make_plan<R>(dst.shape(), dst.strides(), ev);
   run_rows(policy, plan, dst.data(), ev);
 }
+
+template <class Policy, class T, int R, class Root>
+void assign_node(Policy const& policy, tensor_view<T, R> const& dst, Root const& root);
 
 template <class Policy, class T, int R, class E>
 void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e) {
@@ -81,8 +75,15 @@ void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e) {
                         " to a destination of shape " + shape_string(dst.shape()));
   }
   if (dst.size() == 0) return;
-  auto const root = as_root(e);
-  using Root = std::remove_const_t<decltype(root)>;
+  if constexpr (requires { typename X::element_type; })  // a tensor or view: copy its elements
+    assign_node(policy, dst, leaf<typename X::value_type, X::rank>(tensor_view<typename X::value_type const, X::rank>(e)));
+  else
+    assign_node(policy, dst, e);
+}
+
+// assign, once the shapes are checked, for a node (not a tensor or view).
+template <class Policy, class T, int R, class Root>
+void assign_node(Policy const& policy, tensor_view<T, R> const& dst, Root const& root) {
   if constexpr (is_materialized<Root>) {
     // A reduction or softmax writes its destination while it reads its inputs: straight into dst
     // only when dst is exactly its result (type, shape, contiguous) and shares no memory with them.
@@ -96,7 +97,7 @@ void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e) {
       if (direct) return materialize(policy, dst, root);
     run(policy, dst, lower(policy, root));
   } else if constexpr (contains_materialized<Root>::value) {
-    assign(policy, dst, lower(policy, root));
+    assign_node(policy, dst, lower(policy, root));
   } else if (needs_temporary(dst, root)) {
     tensor<std::remove_const_t<T>, R> temporary(dst.shape(), uninitialized);
     run(policy, temporary.view(), root);

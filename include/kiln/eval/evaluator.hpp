@@ -10,15 +10,23 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <tuple>
 #include <utility>
 
 namespace kiln::detail {
 
-// How the innermost loop reads each operand when it runs on batches: every operand contiguous
-// (plain vector loads), or each operand either contiguous or broadcast (stride 0, a splat).
-enum class inner_mode { contiguous, mixed };
+// How the innermost loop reads each leaf when it runs on batches. A value other than `mixed` is a
+// bit mask known at compile time, bit k set when leaf k (depth-first order) is broadcast along the
+// row (stride 0: one splat) and clear when it is contiguous; `contiguous` is the mask 0. `mixed`
+// decides per leaf at run time, for trees with too many leaves to instantiate every mask.
+enum class inner_mode : std::uint64_t { contiguous = 0, mixed = std::uint64_t{1} << 63 };
+
+// The mode as seen by the subtree whose first leaf is leaf `first`.
+template <inner_mode Mode, std::size_t First>
+inline constexpr inner_mode subtree_mode =
+    Mode == inner_mode::mixed ? Mode : inner_mode(static_cast<std::uint64_t>(Mode) >> First);
 
 // Strides are kept in arrays of at least one entry so that rank-0 expressions plan like rank 1.
 template <int R>
@@ -46,6 +54,7 @@ struct evaluator<leaf<T, LeafRank>, R> {
     row = base;
     for (int d = 0; d < outer_dims; ++d) row += index[d] * strides[d];
     inner = strides[outer_dims];
+    if (inner == 0) splat = *row;  // read once per row: a store to the destination may alias it
   }
   T scalar(index_t i) const noexcept { return row[i * inner]; }
 
@@ -53,13 +62,17 @@ struct evaluator<leaf<T, LeafRank>, R> {
   template <class Lane, inner_mode Mode, bool Tail>
   KILN_ALWAYS_INLINE auto packet(index_t i, [[maybe_unused]] index_t n) const noexcept {
     using B = std::conditional_t<std::is_same_v<T, bool>, simd_detail::batch_bool<Lane>, simd_detail::batch<T>>;
-    if (Mode == inner_mode::mixed && inner == 0) return B(*row);
-    if constexpr (Tail) {
-      alignas(storage_alignment) T buffer[simd_detail::batch<Lane>::size] = {};
-      std::copy_n(row + i, n, buffer);
-      return B::load_unaligned(buffer);
+    if constexpr (Mode != inner_mode::mixed && (static_cast<std::uint64_t>(Mode) & 1u)) {
+      return B(splat);
     } else {
-      return B::load_unaligned(row + i);
+      if (Mode == inner_mode::mixed && inner == 0) return B(*row);
+      if constexpr (Tail) {
+        alignas(storage_alignment) T buffer[simd_detail::batch<Lane>::size] = {};
+        std::copy_n(row + i, n, buffer);
+        return B::load_unaligned(buffer);
+      } else {
+        return B::load_unaligned(row + i);
+      }
     }
   }
 
@@ -67,6 +80,7 @@ struct evaluator<leaf<T, LeafRank>, R> {
   plan_strides<R> strides{};
   T const* row = nullptr;
   index_t inner = 0;
+  T splat{};  // the row's element when the leaf is broadcast along it
 };
 
 template <class T, int R>
@@ -134,6 +148,15 @@ struct evaluator<map<Op, Args...>, R> {
   std::tuple<evaluator<Args, R>...> args;
 
  private:
+  // The index of child I's first leaf among this node's leaves.
+  template <std::size_t I>
+  static constexpr std::size_t first_leaf = [] {
+    constexpr std::size_t counts[] = {evaluator<Args, R>::leaf_count..., 0};
+    std::size_t first = 0;
+    for (std::size_t k = 0; k < I; ++k) first += counts[k];
+    return first;
+  }();
+
   template <std::size_t... I>
   KILN_ALWAYS_INLINE value_type scalar_impl(index_t i, std::index_sequence<I...>) const noexcept {
     return static_cast<value_type>(op(as_argument<Op, I, compute_type>(std::get<I>(args).scalar(i))...));
@@ -141,9 +164,11 @@ struct evaluator<map<Op, Args...>, R> {
   template <class Lane, inner_mode Mode, bool Tail, std::size_t... I>
   KILN_ALWAYS_INLINE auto packet_impl(index_t i, index_t n, std::index_sequence<I...>) const noexcept {
     if constexpr (op_vectorized<Op>) {
-      return op(as_argument<Op, I, compute_type>(std::get<I>(args).template packet<Lane, Mode, Tail>(i, n))...);
+      return op(as_argument<Op, I, compute_type>(
+          std::get<I>(args).template packet<Lane, subtree_mode<Mode, first_leaf<I>>, Tail>(i, n))...);
     } else {
-      return lane_by_lane<Lane>(as_argument<Op, I, compute_type>(std::get<I>(args).template packet<Lane, Mode, Tail>(i, n))...);
+      return lane_by_lane<Lane>(as_argument<Op, I, compute_type>(
+          std::get<I>(args).template packet<Lane, subtree_mode<Mode, first_leaf<I>>, Tail>(i, n))...);
     }
   }
   // For ops without a batch form: spill the arguments, apply the scalar op per lane, reload.
