@@ -87,14 +87,15 @@ void assign_node(Policy const& policy, tensor_view<T, R> const& dst, Root const&
   if constexpr (is_materialized<Root>) {
     // A reduction or softmax writes its destination while it reads its inputs: straight into dst
     // only when dst is exactly its result (type, shape, contiguous) and shares no memory with them.
-    bool direct = std::is_same_v<typename Root::value_type, T> && dst.shape() == root.shape() && dst.is_contiguous();
-    auto const [dlo, dhi] = byte_range(dst);
-    for_each_leaf_node(root, [&](auto const& leaf_node) {
-      auto const [lo, hi] = byte_range(leaf_node.view());
-      direct = direct && (lo >= dhi || dlo >= hi);
-    });
-    if constexpr (std::is_same_v<typename Root::value_type, T>)
+    if constexpr (std::is_same_v<typename Root::value_type, T> && Root::rank == R) {
+      bool direct = dst.shape() == root.shape() && dst.is_contiguous();
+      auto const [dlo, dhi] = byte_range(dst);
+      for_each_leaf_node(root, [&](auto const& leaf_node) {
+        auto const [lo, hi] = byte_range(leaf_node.view());
+        direct = direct && (lo >= dhi || dlo >= hi);
+      });
       if (direct) return materialize(policy, dst, root);
+    }
     run(policy, dst, lower(policy, root));
   } else if constexpr (contains_materialized<Root>::value) {
     assign_node(policy, dst, lower(policy, root));

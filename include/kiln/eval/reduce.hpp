@@ -64,10 +64,11 @@ class cascade {
   }
   A total() const {
     A t = Op::template identity<A>();
-    for (int k = 0; k < 64; ++k)
+    for (int k = 0; k < 64 && occupied_ >> k != 0; ++k)
       if (occupied_ >> k & 1u) t = Op::combine(t, level_[k]);
     return t;
   }
+  void clear() { occupied_ = 0; }
 
  private:
   std::array<A, 64> level_;  // only occupied levels are read: no need to clear 64 batches per row
@@ -184,43 +185,136 @@ extents<RA> reduction_strides(std::array<int, N> const& axes, std::array<index_t
   return s;
 }
 
+// The cascade for partial results that are whole rows of outputs (a reduction over outer
+// dimensions, the inner one kept): blocks of rows accumulate into block(), and push() moves the
+// block into the binary counter, level k holding 2^k blocks combined.
+template <class A, class Op>
+class row_cascade {
+ public:
+  explicit row_cascade(index_t width) : block_(extents<1>{width}, uninitialized) { restart(); }
+  A* block() noexcept { return block_.data(); }
+  void push() {
+    std::size_t k = 0;
+    for (; occupied_ >> k & 1u; ++k) {
+      combine_into(block_, levels_[k]);
+      occupied_ &= ~(std::uint64_t{1} << k);
+    }
+    if (k == levels_.size()) levels_.emplace_back(block_.shape(), uninitialized);
+    std::swap(levels_[k], block_);
+    occupied_ |= std::uint64_t{1} << k;
+    restart();
+  }
+  // out[i * step] combined with the total of every block pushed; the cascade is empty afterwards.
+  void take_into(A* out, index_t step) {
+    for (std::size_t k = 0; k < levels_.size(); ++k)
+      if (occupied_ >> k & 1u)
+        for (index_t i = 0; i < block_.size(); ++i) out[i * step] = Op::combine(out[i * step], levels_[k].data()[i]);
+    occupied_ = 0;
+  }
+
+ private:
+  void restart() { std::fill_n(block_.data(), block_.size(), Op::template identity<A>()); }
+  static void combine_into(tensor<A, 1>& to, tensor<A, 1> const& from) {
+    for (index_t i = 0; i < to.size(); ++i) to.data()[i] = Op::combine(from.data()[i], to.data()[i]);
+  }
+
+  tensor<A, 1> block_;
+  std::vector<tensor<A, 1>> levels_;
+  std::uint64_t occupied_ = 0;
+};
+
+// Moves the plan's reduced outer dimensions (destination stride 0) inside its kept ones, in their
+// order, so that the rows folding into the same outputs come one after another; returns how many
+// rows that is. The fold then sums those rows pairwise too: without this, a reduction whose inner
+// dimension is short or kept (axis 0 of [100000, 8]) accumulates one output element by element.
+template <int R, class Ev>
+index_t group_reduced_rows(loop_plan<R>& plan, Ev& ev) {
+  int const outer = plan.dims - 1;
+  plan_strides<R> order{};
+  int k = 0;
+  index_t rows = 1;
+  for (int d = 0; d < outer; ++d)
+    if (plan.out_strides[d] != 0) order[k++] = d;
+  for (int d = 0; d < outer; ++d)
+    if (plan.out_strides[d] == 0) order[k++] = d, rows *= plan.shape[d];
+  auto permute = [&](plan_strides<R>& s) {
+    plan_strides<R> const old = s;
+    for (int i = 0; i < outer; ++i) s[i] = old[order[i]];
+  };
+  permute(plan.shape);
+  permute(plan.out_strides);
+  for_each_leaf(ev, [&](auto& leaf) { permute(leaf.strides); });
+  return rows;
+}
+
+// Folds every row of a grouped plan into `out`, vector (Vector, only for inner strides 0 and 1)
+// or scalar: into one output per row (inner stride 0), or across the row's outputs. Runs of
+// `group` rows fold into the same outputs: beyond one block (about fold_block elements per
+// output) they are summed in blocks, and the blocks pairwise, as within a row.
+template <class Op, class A, inner_mode Mode, bool Vector, int R, class Ev>
+void fold_rows(loop_plan<R> const& plan, Ev& ev, A* out, index_t group) {
+  index_t const n = plan.shape[plan.dims - 1];
+  index_t const step = plan.out_strides[plan.dims - 1];
+  index_t const rows_per_block = step == 0 ? std::max<index_t>(1, fold_block / n) : fold_block;
+  bool const blocked = group > rows_per_block;  // otherwise each output takes one block, in place
+  A const identity = Op::template identity<A>();
+  A block = identity;      // inner stride 0: the current block's value,
+  cascade<A, Op> partial;  // and the blocks so far
+  row_cascade<A, Op> partial_rows(blocked && step != 0 ? n : 0);  // the same, n outputs at a time
+  index_t row = 0;         // in the current run
+  for_each_row(plan, ev, [&](index_t offset, auto const&) {
+    if (step == 0) {
+      A value;
+      if constexpr (Vector) value = fold_row_simd<Op, A, Mode>(ev, n);
+      else value = fold_row<Op, A>(ev, n);
+      if (!blocked) {
+        out[offset] = Op::combine(out[offset], value);
+        return;
+      }
+      block = Op::combine(block, value);
+    } else {
+      A* const target = blocked ? partial_rows.block() : out + offset;
+      if constexpr (Vector) fold_into_row_simd<Op, A, Mode>(ev, target, n);  // Vector: step is 1
+      else fold_into_row<Op, A>(ev, target, blocked ? 1 : step, n);
+      if (!blocked) return;
+    }
+    if (++row < group && row % rows_per_block != 0) return;
+    if (step == 0) {
+      partial.push(block);
+      block = identity;
+    } else {
+      partial_rows.push();
+    }
+    if (row < group) return;
+    if (step == 0) {
+      out[offset] = Op::combine(out[offset], partial.total());
+      partial.clear();
+    } else {
+      partial_rows.take_into(out + offset, step);
+    }
+    row = 0;
+  });
+}
+
 // dst (the reduction's shape) = fold of `arg` over `axes` with Op.
 template <class Op, class Policy, class A, int R, class Arg, std::size_t N, bool Keep>
-void fold([[maybe_unused]] Policy const& policy, tensor_view<A, R> const& dst, Arg const& arg, std::array<int, N> const& axes,
+void fold(Policy const&, tensor_view<A, R> const& dst, Arg const& arg, std::array<int, N> const& axes,
           std::bool_constant<Keep>) {
   constexpr int RA = Arg::rank;
   std::fill_n(dst.data(), dst.size(), Op::template identity<A>());
   if (element_count<RA>(arg.shape()) == 0) return;
   evaluator<Arg, RA> ev(arg, arg.shape());
-  loop_plan<RA> const plan = make_plan<RA>(arg.shape(), reduction_strides<RA, Keep>(axes, dst.strides()), ev);
-  index_t const n = plan.shape[plan.dims - 1];
-  index_t const step = plan.out_strides[plan.dims - 1];
+  loop_plan<RA> plan = make_plan<RA>(arg.shape(), reduction_strides<RA, Keep>(axes, dst.strides()), ev);
+  index_t const group = group_reduced_rows(plan, ev);
   A* const out = dst.data();
-
-  inner_reads reads = inner_reads::strided;
-  if constexpr (std::is_base_of_v<simd_policy, Policy>) {
-    using Lane = lane_t<Arg>;
-    if constexpr (std::is_same_v<Lane, A> && simd_detail::has_batch<A> && ops::vector_foldable<A>)
-      if (step == 0 || step == 1) reads = leaf_reads(plan, ev);
+  if constexpr (std::is_base_of_v<simd_policy, Policy> && simd_detail::has_batch<A> && ops::vector_foldable<A> &&
+                std::is_same_v<lane_t<Arg>, A>) {
+    index_t const step = plan.out_strides[plan.dims - 1];
+    inner_reads const reads = step == 0 || step == 1 ? leaf_reads(plan, ev) : inner_reads::strided;
+    if (reads == inner_reads::contiguous) return fold_rows<Op, A, inner_mode::contiguous, true>(plan, ev, out, group);
+    if (reads == inner_reads::mixed) return fold_rows<Op, A, inner_mode::mixed, true>(plan, ev, out, group);
   }
-  auto run = [&]<inner_mode Mode>(std::integral_constant<inner_mode, Mode>, bool vector) {
-    for_each_row(plan, ev, [&](index_t offset, auto const&) {
-      A* const row = out + offset;
-      if constexpr (std::is_base_of_v<simd_policy, Policy> && simd_detail::has_batch<A> && ops::vector_foldable<A> &&
-                    std::is_same_v<lane_t<Arg>, A>) {
-        if (vector) {
-          if (step == 0) *row = Op::combine(*row, fold_row_simd<Op, A, Mode>(ev, n));
-          else fold_into_row_simd<Op, A, Mode>(ev, row, n);
-          return;
-        }
-      }
-      if (step == 0) *row = Op::combine(*row, fold_row<Op, A>(ev, n));
-      else fold_into_row<Op, A>(ev, row, step, n);
-    });
-  };
-  if (reads == inner_reads::contiguous) run(std::integral_constant<inner_mode, inner_mode::contiguous>{}, true);
-  else if (reads == inner_reads::mixed) run(std::integral_constant<inner_mode, inner_mode::mixed>{}, true);
-  else run(std::integral_constant<inner_mode, inner_mode::contiguous>{}, false);
+  fold_rows<Op, A, inner_mode::contiguous, false>(plan, ev, out, group);
 }
 
 // dst = index of the best element over `axes`, in row-major order over the reduced dimensions.
@@ -266,9 +360,15 @@ struct finalize_op : math::op_base<1, op_kind::same> {
   index_t count = 0;
   template <class A> A operator()(A a) const { return Op::finalize(a, count); }
 };
+// A reduction's result (contiguous) as one dimension: the elementwise steps that finish it do not
+// depend on its shape, so they are instantiated once per element type rather than once per rank.
+template <class T, int R>
+tensor_view<T, 1> flat(tensor_view<T, R> const& v) {
+  return {v.data(), extents<1>{v.size()}};
+}
 template <class Policy, class T, int R, class Op>
 void finish(Policy const& policy, tensor_view<T, R> const& dst, Op const&, index_t count) {
-  assign(policy, dst, make_map(finalize_op<Op>{{}, count}, tensor_view<T const, R>(dst)));
+  assign(policy, flat(dst), make_map(finalize_op<Op>{{}, count}, tensor_view<T const, 1>(flat(dst))));
 }
 
 template <class Policy, class T, int R, class Op, class Arg, int N, bool Keep>
@@ -286,8 +386,9 @@ void materialize_reduction(Policy const& policy, tensor_view<T, R> const& dst,
     fold<typename Op::pre>(policy, m.view(), arg, node.reduced_axes(), std::true_type{});
     if constexpr (requires { Op::pre::finalizes; }) finish(policy, m.view(), typename Op::pre{}, node.reduced_size());
     fold<typename Op::fold>(policy, dst, make_map(typename Op::input{}, arg, std::as_const(m)), node.reduced_axes(), keep);
-    tensor_view<M const, R> const m_as_dst(m.data(), dst.shape());
-    assign(policy, dst, make_map(node.op().make_output(node.reduced_size()), tensor_view<T const, R>(dst), m_as_dst));
+    // m has dst's elements in dst's order (its reduced dimensions have extent 1).
+    assign(policy, flat(dst), make_map(node.op().make_output(node.reduced_size()), tensor_view<T const, 1>(flat(dst)),
+                                       tensor_view<M const, 1>(flat(std::as_const(m).view()))));
   } else if constexpr (requires { &Op::template better<typename Lowered::value_type>; }) {
     arg_fold<Op>(dst, arg, node.reduced_axes(), keep);
   } else {
@@ -353,8 +454,10 @@ void softmax_rows(Policy const&, tensor_view<T, R> const& dst, X const& x) {
       auto const shifted_exp = [m](auto v) { using std::exp; return exp(v - decltype(v)(m)); };
       if constexpr (Log) {
         using std::log;
-        T const shift = m + log(fold_with(ops::sum_red{}, mapped_evaluator{ev, shifted_exp}));
-        mapped_evaluator const out{ev, [shift](auto v) { return v - decltype(v)(shift); }};
+        // (x - m) - log(s), as PyTorch: one shift m + log(s) would be rounded to the spacing of m
+        // (5e-4 at 1e4 in float), and every result would carry that error.
+        T const log_sum = log(fold_with(ops::sum_red{}, mapped_evaluator{ev, shifted_exp}));
+        mapped_evaluator const out{ev, [m, log_sum](auto v) { return (v - decltype(v)(m)) - decltype(v)(log_sum); }};
         if constexpr (vector)
           if (reads != inner_reads::strided) return simd_row<T, Mode>(row, n, out), void(row += n);
         for (index_t i = 0; i < n; ++i) row[i] = out.scalar(i);

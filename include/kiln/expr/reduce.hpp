@@ -240,13 +240,18 @@ namespace kiln {
 inline constexpr int infinity_norm = -1;
 
 // The p-norm for p = 1, 2 (the default) or kiln::infinity_norm, over every axis or over the axes
-// given as for kiln::sum (an int or kiln::axes<...>, then optionally kiln::keepdim).
+// given as for kiln::sum (an int, a braced list or kiln::axes<...>, then optionally kiln::keepdim).
 template <int P = 2, expression X, class... Options>
 auto norm(X&& x, Options const&... options) {
   static_assert(P == 1 || P == 2 || P == infinity_norm, "kiln::norm supports p = 1, 2 and kiln::infinity_norm");
   if constexpr (P == 1) return sum(kiln::abs(std::forward<X>(x)), options...);
   else if constexpr (P == 2) return reduction_fn<ops::norm2_red>{}(std::forward<X>(x), options...);
   else return amax(kiln::abs(std::forward<X>(x)), options...);
+}
+// kiln::norm(x, {0, 2}): a braced list deduces no type through the pack above.
+template <int P = 2, expression X, std::size_t N, class... Options>
+auto norm(X&& x, int const (&axes)[N], Options const&... options) {
+  return norm<P, X, int[N], Options...>(std::forward<X>(x), axes, options...);
 }
 
 }  // namespace kiln

@@ -9,6 +9,7 @@
 #include <kiln/ops/math.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 
 namespace kiln::ops {
@@ -21,12 +22,13 @@ using sum_acc_t = std::conditional_t<std::is_integral_v<V>, std::int64_t, V>;  /
 template <class V>
 inline constexpr bool vector_foldable = std::is_floating_point_v<V>;
 
+// Integer sums and products wrap, as elementwise integer arithmetic does (math::wrapping).
 struct sum_red {
   static constexpr std::string_view name = "sum";
   template <class V> using acc = detail::sum_acc_t<V>;
   template <class A> static A identity() { return A(0); }
   template <class A, class V> static A prepare(V v) { return static_cast<A>(v); }
-  template <class A> static A combine(A a, A b) { return a + b; }
+  template <class A> static A combine(A a, A b) { return math::wrapping(a, b, std::plus<>{}); }
   template <class A> static A finalize(A a, index_t) { return a; }
 };
 // The mean of no elements is NaN (0 / 0), as in PyTorch.
@@ -42,7 +44,7 @@ struct prod_red {
   template <class V> using acc = detail::sum_acc_t<V>;
   template <class A> static A identity() { return A(1); }
   template <class A, class V> static A prepare(V v) { return static_cast<A>(v); }
-  template <class A> static A combine(A a, A b) { return a * b; }
+  template <class A> static A combine(A a, A b) { return math::wrapping(a, b, std::multiplies<>{}); }
   template <class A> static A finalize(A a, index_t) { return a; }
 };
 // NaN-propagating maximum and minimum; an empty reduction is an error (there is no identity).
