@@ -111,6 +111,8 @@ KILN_ALWAYS_INLINE auto as_argument(V const& v) {
   if constexpr (reads_as_mask<Op>(I)) {
     if constexpr (std::is_same_v<V, bool> || simd_detail::is_batch_bool<V>)
       return v;
+    else if constexpr (simd_detail::is_batch<V>)
+      return ~(v == V(0));  // NaN is true, as in C++ and PyTorch (xsimd's != is ordered)
     else
       return v != V(0);
   } else if constexpr (simd_detail::is_batch_bool<V>) {  // a bool operand in arithmetic: 1 or 0
