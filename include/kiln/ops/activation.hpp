@@ -6,58 +6,89 @@
 #include <kiln/expr/map.hpp>
 #include <kiln/ops/math.hpp>
 
+#include <cmath>
+
 namespace kiln {
 namespace ops {
 using math::lit;
 using math::select;
 
-// 1 / (1 + e^-x) through e = e^-|x|, so neither branch overflows: sigmoid(-1000) = 0 exactly.
+// 1 / (1 + e^-x) through e = e^-|x|, so neither branch overflows: sigmoid(-1000) = 0 exactly,
+// and sigmoid(-100) is the subnormal it should be in float.
 struct sigmoid_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "sigmoid";
   template <class T> T operator()(T x) const {
-    using std::abs, std::exp;
-    T const e = exp(-abs(x));
+    using std::abs;
+    T const e = math::exp(-abs(x));
     T const r = lit<T>(1) / (lit<T>(1) + e);
     return select(x >= lit<T>(0), r, e * r);
   }
 };
+// log(x / (1 - x)), PyTorch's formula (without eps): logit(0) = -inf, logit(1) = inf, NaN outside
+// [0, 1]. Near x = 1/2 the quotient is close to 1 and its rounding swamps the small result (53 float
+// ulps at 0.499998), so from x = 1/4 on it is log1p((2x - 1) / (1 - x)), where 2x - 1 is exact.
 struct logit_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "logit";
-  template <class T> T operator()(T x) const { using std::log; return log(x / (lit<T>(1) - x)); }
+  template <class T> T operator()(T x) const {
+    T const one_minus_x = lit<T>(1) - x;
+    return select(x < lit<T>(0.25), math::log(x / one_minus_x),
+                  math::log1p((x + x - lit<T>(1)) / one_minus_x));
+  }
 };
 // max(x, 0) that keeps NaN; relu'(0) = 0 (gradients issue).
 struct relu_op : math::op_base<1, op_kind::same> {
   static constexpr std::string_view name = "relu";
   template <class T> T operator()(T x) const { return select(x < T(0), T(0), x); }
 };
-// The exact (erf) form: x/2 (1 + erf(x / sqrt 2)).
+// The exact (erf) form, x/2 (1 + erf(x / sqrt 2)) as PyTorch writes it, computed as
+// x/2 erfc(-x / sqrt 2): equal, but without the cancellation in 1 + erf for x < 0, where PyTorch's
+// form loses most digits (gelu(-3) was off by 120 float ulps). Floats are computed in double,
+// vectorised (see math::erfc_to_float_accuracy); doubles lane by lane through std::erfc, with the
+// rounding error of x / sqrt 2 corrected to first order where erfc magnifies it (25 ulp at
+// x = -10 otherwise). gelu(-inf) is NaN, as in PyTorch.
 struct gelu_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "gelu";
   template <class T> T operator()(T x) const {
-    using std::erf;
-    return x * lit<T>(0.5) * (lit<T>(1) + erf(x * lit<T>(0.70710678118654752440)));
+    if constexpr (std::is_same_v<math::element_t<T>, float>) {
+      return math::in_double(x, [](auto const& v) {
+        using D = std::remove_cvref_t<decltype(v)>;
+        return v * lit<D>(0.5) * math::erfc_to_float_accuracy(v * lit<D>(-0.70710678118654752440));
+      });
+    } else {
+      return math::per_lane(x, [](double v) {
+        double const c = -0.70710678118654757, c_low = 4.8336466567264565e-17;  // -1/sqrt 2 = c + c_low
+        double const y = v * c;
+        double e = std::erfc(y);
+        if (y > 0.5) {  // erfc(y + dy) = erfc(y) - 2/sqrt(pi) e^(-y^2) dy
+          double const dy = std::fma(v, c, -y) + v * c_low;
+          e -= 1.1283791670955126 * std::exp(-y * y) * dy;
+        }
+        return v * 0.5 * e;
+      });
+    }
   }
 };
+// x sigmoid(x), with the stable sigmoid. PyTorch's x / (1 + e^-x) gives -0 once e^-x overflows
+// (x < -88.7 in float) where the value is still a normal number.
 struct silu_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "silu";
-  template <class T> T operator()(T x) const { using std::exp; return x / (lit<T>(1) + exp(-x)); }
+  template <class T> T operator()(T x) const { return x * sigmoid_op{}(x); }
 };
 // log(1 + e^(beta x)) / beta, and x itself once beta x > threshold (torch defaults 1 and 20).
 struct softplus_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "softplus";
   double beta = 1, threshold = 20;
   template <class T> T operator()(T x) const {
-    using std::exp, std::log1p;
     T const bx = x * lit<T>(beta);
-    return select(bx > lit<T>(threshold), x, log1p(exp(bx)) / lit<T>(beta));
+    return select(bx > lit<T>(threshold), x, math::log1p(math::exp(bx)) / lit<T>(beta));
   }
 };
+// x for x > 0, alpha (e^x - 1) otherwise (so elu(-0) = -0 and elu(NaN) = NaN).
 struct elu_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "elu";
   double alpha = 1;
   template <class T> T operator()(T x) const {
-    using std::expm1;
-    return select(x <= lit<T>(0), lit<T>(alpha) * expm1(x), x);
+    return select(x <= lit<T>(0), lit<T>(alpha) * math::expm1(x), x);
   }
 };
 struct leaky_relu_op : math::op_base<1, op_kind::floating> {
@@ -65,12 +96,14 @@ struct leaky_relu_op : math::op_base<1, op_kind::floating> {
   double negative_slope = 0.01;
   template <class T> T operator()(T x) const { return select(x > lit<T>(0), x, x * lit<T>(negative_slope)); }
 };
-// clamp(x, min_val, max_val); NaN stays NaN.
+// clamp(x, min_val, max_val), as PyTorch computes it: NaN stays NaN, and min_val > max_val gives
+// max_val.
 struct hardtanh_op : math::op_base<1, op_kind::same> {
   static constexpr std::string_view name = "hardtanh";
   double min_val = -1, max_val = 1;
   template <class T> T operator()(T x) const {
-    return select(x < lit<T>(min_val), lit<T>(min_val), select(x > lit<T>(max_val), lit<T>(max_val), x));
+    T const at_least_min = select(x < lit<T>(min_val), lit<T>(min_val), x);
+    return select(lit<T>(max_val) < at_least_min, lit<T>(max_val), at_least_min);
   }
 };
 

@@ -29,9 +29,13 @@ struct div_op : op_base<2, op_kind::floating> {
   static constexpr std::string_view name = "div";
   template <class T> T operator()(T a, T b) const { return a / b; }
 };
+// -x; integers wrap (-INT_MIN = INT_MIN). Floats negate, not subtract from 0: neg(0) = -0.
 struct neg_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "neg";
-  template <class T> T operator()(T x) const { return math::wrapping(T(0), x, std::minus<>{}); }
+  template <class T> T operator()(T x) const {
+    if constexpr (math::is_integer<T>) return math::wrapping(T(0), x, std::minus<>{});
+    else return -x;
+  }
 };
 struct abs_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "abs";
@@ -57,10 +61,15 @@ struct square_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "square";
   template <class T> T operator()(T x) const { return math::wrapping(x, x, std::multiplies<>{}); }
 };
-// pow(0, 0) = 1, pow(x, ±inf) and pow(±inf, y) as C's pow. Integers: exact, wrapping, and a
-// negative exponent gives 0 unless the base is ±1 (PyTorch rejects those).
+// C's pow at every edge, as torch.pow: pow(x, ±0) = 1 and pow(1, y) = 1 even for NaN,
+// pow(-1, ±inf) = 1, pow(0, y < 0) = inf, pow(-8, 1/3) = NaN. Lane by lane through std::pow:
+// xsimd's pow is exp(y log|x|), which breaks most of those edges (pow(0, 0) = 0, pow(NaN, 0) =
+// NaN, pow(0, -1) = 0...) and loses accuracy as |y log x| grows (pow(2, 15) = 32767.98 in float).
+// Integers: exact, wrapping, and a negative exponent gives 0 unless the base is ±1 (PyTorch
+// raises an error there).
 struct pow_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "pow";
+  static constexpr bool vectorized = false;
   template <class T> T operator()(T a, T b) const {
     if constexpr (std::is_same_v<T, bool>) {
       return a || !b;
@@ -73,22 +82,29 @@ struct pow_op : op_base<2, op_kind::same> {
       }
       return result;
     } else {
-      using std::pow;
-      return pow(a, b);
+      return std::pow(a, b);
     }
   }
 };
 // C's fmod: the result has the sign of the dividend. Exact, so computed lane by lane (xsimd's
-// fmod rounds through a division). Integer division by zero gives 0 instead of trapping.
+// fmod rounds through a division). Integers: x % 0 is 0 where PyTorch raises ZeroDivisionError
+// (kiln's loops cannot throw), and INT_MIN % -1 is 0 rather than a trap.
 struct fmod_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "fmod";
   static constexpr bool vectorized = false;
   template <class T> T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) return b == 0 ? T(0) : static_cast<T>(a % b);
-    else return std::fmod(a, b);
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0) return T(0);
+      if constexpr (std::is_signed_v<T>)
+        if (b == T(-1)) return T(0);
+      return static_cast<T>(a % b);
+    } else {
+      return std::fmod(a, b);
+    }
   }
 };
-// Python's modulo: the result has the sign of the divisor.
+// Python's modulo: the result has the sign of the divisor. Integer division by zero gives 0, as
+// fmod.
 struct remainder_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "remainder";
   static constexpr bool vectorized = false;
@@ -139,13 +155,41 @@ struct copysign_op : op_base<2, op_kind::floating> {
   static constexpr std::string_view name = "copysign";
   template <class T> T operator()(T a, T b) const { using std::copysign; return copysign(a, b); }
 };
+// std::atan2, signed zeros and infinities included. xsimd's atan2 goes through |a / b|, which is
+// NaN for 0/0 and inf/inf; those cases are selected back in: atan2(±0, ±0) is ±0 or ±pi, and
+// atan2(±inf, ±inf) is ±pi/4 or ±3pi/4, by the sign of b.
 struct atan2_op : op_base<2, op_kind::floating> {
   static constexpr std::string_view name = "atan2";
-  template <class T> T operator()(T a, T b) const { using std::atan2; return atan2(a, b); }
+  template <class T> T operator()(T a, T b) const {
+    using std::atan2;
+    if constexpr (simd_detail::is_batch<T>) {
+      using xsimd::copysign, xsimd::isinf;
+      using math::lit;
+      auto const b_negative = copysign(T(1), b) < T(0);  // -0 included
+      T const both_zero = copysign(select(b_negative, lit<T>(3.14159265358979323846), T(0)), a);
+      T const both_inf =
+          copysign(select(b_negative, lit<T>(2.35619449019234492885), lit<T>(0.78539816339744830962)), a);
+      return select(a == T(0) && b == T(0), both_zero,
+                    select(isinf(a) && isinf(b), both_inf, atan2(a, b)));
+    } else {
+      return atan2(a, b);
+    }
+  }
 };
-// a * b + c with one rounding.
+// Whether xsimd's batch fma is one fused instruction on this build's architecture. Elsewhere
+// (x86 without FMA3, and AVX-512, which xsimd 8 leaves to its generic kernel) it is x * y + z,
+// rounded twice.
+inline constexpr bool fused_batch_fma =
+    std::is_base_of_v<xsimd::fma3<xsimd::sse4_2>, simd_detail::arch> ||
+    std::is_base_of_v<xsimd::fma3<xsimd::avx>, simd_detail::arch> ||
+    std::is_base_of_v<xsimd::fma3<xsimd::avx2>, simd_detail::arch> ||
+    std::is_base_of_v<xsimd::neon64, simd_detail::arch>;
+
+// a * b + c with one rounding: xsimd's fma where it is fused, lane by lane through std::fma
+// otherwise. Integers wrap.
 struct fma_op : op_base<3, op_kind::same> {
   static constexpr std::string_view name = "fma";
+  static constexpr bool vectorized = fused_batch_fma;
   template <class T> T operator()(T a, T b, T c) const {
     if constexpr (std::is_floating_point_v<math::element_t<T>>) { using std::fma; return fma(a, b, c); }
     else return math::wrapping(math::wrapping(a, b, std::multiplies<>{}), c, std::plus<>{});
@@ -164,12 +208,15 @@ struct clamp_op : op_base<3, op_kind::same> {
   static constexpr std::string_view name = "clamp";
   template <class T> T operator()(T x, T lo, T hi) const { return minimum_op{}(maximum_op{}(x, lo), hi); }
 };
-// torch.addcmul: a + value * t1 * t2.
+// torch.addcmul: a + value * t1 * t2, in that order. Integers wrap; with integer tensors `value`
+// should be an integer (PyTorch requires one), it is converted to the tensors' type.
 struct addcmul_op : op_base<3, op_kind::same> {
   static constexpr std::string_view name = "addcmul";
   double value = 1;
   template <class T> T operator()(T a, T t1, T t2) const {
-    return a + math::lit<T>(value) * t1 * t2;
+    std::multiplies<> const times;
+    T const product = math::wrapping(math::wrapping(math::lit<T>(value), t1, times), t2, times);
+    return math::wrapping(a, product, std::plus<>{});
   }
 };
 

@@ -14,9 +14,14 @@ struct eq_op : binary_predicate {
   static constexpr std::string_view name = "eq";
   template <class T> auto operator()(T a, T b) const { return a == b; }
 };
+// True when either side is NaN. Batches compute !(a == b): xsimd 8's AVX and AVX-512 `!=` is the
+// ordered comparison, false for NaN.
 struct ne_op : binary_predicate {
   static constexpr std::string_view name = "ne";
-  template <class T> auto operator()(T a, T b) const { return a != b; }
+  template <class T> auto operator()(T a, T b) const {
+    if constexpr (simd_detail::is_batch<T>) return math::negate(a == b);
+    else return a != b;
+  }
 };
 struct lt_op : binary_predicate {
   static constexpr std::string_view name = "lt";
