@@ -6,9 +6,6 @@
 #include <kiln/core/policy.hpp>
 #include <kiln/eval/plan.hpp>
 
-#include <cstdint>
-#include <utility>
-
 namespace kiln::detail {
 
 // The reference loop: scalar, any strides, any element types.
@@ -49,30 +46,6 @@ inner_reads leaf_reads(loop_plan<R> const& plan, Ev& ev) {
   return contiguous ? inner_reads::contiguous : splat_or_contiguous ? inner_reads::mixed : inner_reads::strided;
 }
 
-// Trees with up to this many leaves get a vector loop per combination of broadcast and contiguous
-// leaves (2^n instantiations), so that no leaf tests its stride inside the loop.
-inline constexpr std::size_t max_specialized_leaves = 4;
-
-// Calls f(std::integral_constant<inner_mode, M>) with the mode for the plan's vector loop; the plan
-// must read every leaf contiguously or broadcast (leaf_reads != strided).
-template <int R, class Ev, class F>
-void with_inner_mode(loop_plan<R> const& plan, Ev& ev, F&& f) {
-  constexpr std::size_t N = Ev::leaf_count;
-  if constexpr (N <= max_specialized_leaves) {
-    std::uint64_t mask = 0, bit = 1;
-    for_each_leaf(ev, [&](auto const& leaf) {
-      if (leaf.strides[plan.dims - 1] == 0) mask |= bit;
-      bit <<= 1;
-    });
-    [&]<std::uint64_t... M>(std::integer_sequence<std::uint64_t, M...>) {
-      ((mask == M ? (f(std::integral_constant<inner_mode, inner_mode(M)>{}), true) : false) || ...);
-    }(std::make_integer_sequence<std::uint64_t, std::uint64_t{1} << N>{});
-  } else {
-    if (leaf_reads(plan, ev) == inner_reads::contiguous) f(std::integral_constant<inner_mode, inner_mode::contiguous>{});
-    else f(std::integral_constant<inner_mode, inner_mode::mixed>{});
-  }
-}
-
 template <class Lane, inner_mode Mode, class T, class Ev>
 KILN_ALWAYS_INLINE void simd_row(T* row, index_t n, Ev const& shared) {
   // A local copy: the compiler keeps its pointers in registers instead of reloading them after
@@ -109,10 +82,10 @@ void run_rows(simd_policy const& policy, loop_plan<R> const& plan, T* out, Ev& e
     using Lane = lane_t<Node>;
     index_t const n = plan.shape[plan.dims - 1];
     inner_reads const reads = plan.out_strides[plan.dims - 1] == 1 ? leaf_reads(plan, ev) : inner_reads::strided;
-    if (reads != inner_reads::strided)
-      with_inner_mode(plan, ev, [&]<inner_mode Mode>(std::integral_constant<inner_mode, Mode>) {
-        for_each_row(plan, ev, [&](index_t offset, auto const&) { simd_row<Lane, Mode>(out + offset, n, ev); });
-      });
+    if (reads == inner_reads::contiguous)
+      for_each_row(plan, ev, [&](index_t offset, auto const&) { simd_row<Lane, inner_mode::contiguous>(out + offset, n, ev); });
+    else if (reads == inner_reads::mixed)
+      for_each_row(plan, ev, [&](index_t offset, auto const&) { simd_row<Lane, inner_mode::mixed>(out + offset, n, ev); });
     else
       run_rows(static_cast<seq_policy const&>(policy), plan, out, ev);
   }

@@ -38,7 +38,12 @@ struct logit_op : math::op_base<1, op_kind::floating> {
 // max(x, 0) that keeps NaN; relu'(0) = 0 (gradients issue).
 struct relu_op : math::op_base<1, op_kind::same> {
   static constexpr std::string_view name = "relu";
-  template <class T> T operator()(T x) const { return select(x < T(0), T(0), x); }
+  template <class T> T operator()(T x) const {
+    // On batches, max(0, x) is one instruction with the same result: x86's maxps returns its
+    // second operand when either is NaN or both are zeros, so NaN and -0 pass through.
+    if constexpr (simd_detail::is_batch<T>) return xsimd::max(T(0), x);
+    else return select(x < T(0), T(0), x);
+  }
 };
 // The exact (erf) form, x/2 (1 + erf(x / sqrt 2)) as PyTorch writes it, computed as
 // x/2 erfc(-x / sqrt 2): equal, but without the cancellation in 1 + erf for x < 0, where PyTorch's
