@@ -118,7 +118,8 @@ std::array<A, W> const& lane_iota() {
 // The same with batches: four independent accumulators per block hide the add latency; the tail
 // is a padded batch whose unused lanes are replaced by the identity.
 template <class Op, class A, inner_mode Mode, class Ev>
-A fold_row_simd(Ev const& ev, index_t n) {
+A fold_row_simd(Ev const& shared, index_t n) {
+  Ev const ev = shared;  // a local copy keeps the leaves' pointers in registers (see simd_row)
   using B = simd_detail::batch<A>;
   constexpr index_t W = B::size;
   cascade<B, Op> partial;
@@ -155,7 +156,8 @@ void fold_into_row(Ev const& ev, A* out, index_t step, index_t n) {
 
 // The same across a contiguous kept dimension, a batch of outputs at a time.
 template <class Op, class A, inner_mode Mode, class Ev>
-void fold_into_row_simd(Ev const& ev, A* out, index_t n) {
+void fold_into_row_simd(Ev const& shared, A* out, index_t n) {
+  Ev const ev = shared;
   using B = simd_detail::batch<A>;
   constexpr index_t W = B::size;
   index_t i = 0;

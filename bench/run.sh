@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Builds the benchmarks (bench/elementwise.cpp, bench/reduce.cpp) in their own tree and prints
+# the results as one markdown table.
+#
+#   bench/run.sh [extra Google Benchmark flags...]     e.g. bench/run.sh --benchmark_filter=W1
+#
+# Environment:
+#   KILN_BENCH_BUILD_DIR  build tree, relative to the repository root (default: build-bench)
+#   KILN_BENCH_CPU        the core the benchmark is pinned to with taskset (default: the last one)
+#   KILN_BENCH_MIN_TIME   --benchmark_min_time in seconds per repetition (default: 0.5)
+#   KILN_BENCH_REPS       --benchmark_repetitions (default: 5; the table shows the median)
+#   KILN_BENCH_INTERLEAVE --benchmark_enable_random_interleaving (default: true): the repetitions of
+#                         all benchmarks run in random order, so a burst of load on the shared
+#                         machine spreads over every implementation instead of hitting one
+#   KILN_BENCH_JSON       where the raw JSON goes (default: <build dir>/bench.json; one file per
+#                         binary, bench-elementwise.json and bench-reduce.json)
+#   KILN_BENCH_TABLE      if set, the table is also written to this file
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$root/${KILN_BENCH_BUILD_DIR:-build-bench}"
+cpu="${KILN_BENCH_CPU:-$(($(nproc) - 1))}"
+min_time="${KILN_BENCH_MIN_TIME:-0.5}"
+reps="${KILN_BENCH_REPS:-5}"
+interleave="${KILN_BENCH_INTERLEAVE:-true}"
+json="${KILN_BENCH_JSON:-$build/bench.json}"
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCH=ON \
+  -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build "$build" --target kiln_bench_elementwise kiln_bench_reduce -j"$(nproc)"
+
+echo "load before the run: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)" >&2
+pin=()
+if command -v taskset >/dev/null 2>&1; then pin=(taskset -c "$cpu"); else echo "taskset not found: not pinned" >&2; fi
+
+# Google Benchmark 1.7 takes --benchmark_min_time as plain seconds (1.8 also accepts "0.5s").
+jsons=()
+for bench in elementwise reduce; do
+  out="${json%.json}-$bench.json"
+  "${pin[@]}" "$build/bench/kiln_bench_$bench" \
+    --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
+    --benchmark_min_time="$min_time" --benchmark_enable_random_interleaving="$interleave" \
+    --benchmark_out="$out" --benchmark_out_format=json "$@" >&2
+  jsons+=("$out")
+done
+echo "load after the run:  $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+python3 - "${KILN_BENCH_TABLE:-}" "${jsons[@]}" <<'EOF'
+import json, sys
+from collections import defaultdict
+
+table_out, paths = sys.argv[1], sys.argv[2:]
+data = {"benchmarks": [b for p in paths for b in json.load(open(p))["benchmarks"]]}
+ns = {}       # (workload, impl, n) -> median ns per element
+cv = {}       # (workload, impl, n) -> coefficient of variation of the time, in %
+extras = defaultdict(dict)
+units = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+for b in data["benchmarks"]:
+    name = b.get("run_name", b["name"])
+    parts = name.split("/")
+    if len(parts) != 3:
+        continue
+    workload, impl, n = parts[0], parts[1], int(parts[2])
+    agg = b.get("aggregate_name")
+    # CPU time: the benchmark is single-threaded, and CPU time leaves out the time the process
+    # was descheduled when another engineer's build shares the core.
+    t = b["cpu_time"] * units[b["time_unit"]]
+    if agg == "median" or (agg is None and (workload, impl, n) not in ns):
+        ns[(workload, impl, n)] = t / n
+    elif agg == "cv":
+        cv[(workload, impl, n)] = 100.0 * b["cpu_time"]
+
+impls = ["kiln", "scalar", "xsimd", "eigen"]
+rows = sorted({(w, n) for (w, i, n) in ns}, key=lambda r: (r[0], r[1]))
+
+def size(n):
+    return f"{n >> 20}M" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n >> 10}K" if n % 1024 == 0 else str(n)
+
+def ratio(kiln, other):
+    if kiln is None or other is None:
+        return "n/a"
+    r = other / kiln
+    return f"{r:.2f}x faster" if r >= 1 else f"{1 / r:.2f}x slower"
+
+lines = []
+lines.append("CPU ns per element, median of the repetitions (lower is better; ± shows the coefficient of "
+             "variation where it is 5% or more). Ratios: time of the other implementation / time of kiln.")
+lines.append("")
+lines.append("| workload | N | " + " | ".join(impls) + " | kiln vs Eigen | kiln vs xsimd hand | targets (>= Eigen, >= 0.9x xsimd; W7: >= 1/1.3x) |")
+lines.append("|---|---:|" + "---:|" * len(impls) + "---|---|---|")
+met_all = True
+for w, n in rows:
+    vals = {i: ns.get((w, i, n)) for i in impls}
+    cells = []
+    for i in impls:
+        v = vals[i]
+        c = cv.get((w, i, n))
+        cells.append("-" if v is None else f"{v:.3f}" + (f" (±{c:.0f}%)" if c is not None and c >= 5 else ""))
+    k, e, x = vals["kiln"], vals["eigen"], vals["xsimd"]
+    ok_e = k is not None and e is not None and e / k >= 1.0
+    ok_x = k is not None and x is not None and x / k >= (1 / 1.3 if w == "W7" else 0.9)
+    met_all = met_all and ok_e and ok_x
+    verdict = ("met" if ok_e and ok_x else
+               "MISSED: " + ", ".join(t for t, ok in (("Eigen", ok_e), ("xsimd", ok_x)) if not ok))
+    lines.append(f"| {w} | {size(n)} | " + " | ".join(cells) + f" | {ratio(k, e)} | {ratio(k, x)} | {verdict} |")
+
+other = sorted({(w, i, n) for (w, i, n) in ns if i not in impls})
+if other:
+    lines.append("")
+    lines.append("Other variants (ns per element): " + ", ".join(f"{w}/{i}/{size(n)} {ns[(w, i, n)]:.3f}" for w, i, n in other))
+lines.append("")
+lines.append("All targets met." if met_all else "Some targets missed (see the last column).")
+text = "\n".join(lines)
+print(text)
+if table_out:
+    open(table_out, "w").write(text + "\n")
+EOF
