@@ -11,40 +11,33 @@ namespace kiln {
 namespace ops {
 using unary_same = math::op_base<1, op_kind::same>;
 
-struct floor_op : unary_same {
+// Integers pass through; floating values round with Rounding::apply and keep their sign.
+template <class Rounding>
+struct rounding_op : unary_same {
+  template <class T> T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) return x;
+    else return math::signed_round(Rounding::apply(x), x);
+  }
+};
+struct floor_op : rounding_op<floor_op> {
   static constexpr std::string_view name = "floor";
-  template <class T> T operator()(T x) const {
-    if constexpr (std::is_integral_v<T>) return x;
-    else { using std::floor; return math::signed_round(floor(x), x); }
-  }
+  template <class T> static T apply(T x) { using std::floor; return floor(x); }
 };
-struct ceil_op : unary_same {
+struct ceil_op : rounding_op<ceil_op> {
   static constexpr std::string_view name = "ceil";
-  template <class T> T operator()(T x) const {
-    if constexpr (std::is_integral_v<T>) return x;
-    else { using std::ceil; return math::signed_round(ceil(x), x); }
-  }
+  template <class T> static T apply(T x) { using std::ceil; return ceil(x); }
 };
-struct round_op : unary_same {
+struct round_op : rounding_op<round_op> {
   static constexpr std::string_view name = "round";
-  template <class T> T operator()(T x) const {
-    if constexpr (std::is_integral_v<T>) return x;
-    else { using std::nearbyint; return math::signed_round(nearbyint(x), x); }
-  }
+  template <class T> static T apply(T x) { using std::nearbyint; return nearbyint(x); }
 };
-struct trunc_op : unary_same {
+struct trunc_op : rounding_op<trunc_op> {
   static constexpr std::string_view name = "trunc";
-  template <class T> T operator()(T x) const {
-    if constexpr (std::is_integral_v<T>) return x;
-    else { using std::trunc; return math::signed_round(trunc(x), x); }
-  }
+  template <class T> static T apply(T x) { using std::trunc; return trunc(x); }
 };
 struct frac_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "frac";
-  template <class T> T operator()(T x) const {
-    using std::trunc;
-    return x - math::signed_round(trunc(x), x);
-  }
+  template <class T> T operator()(T x) const { return x - trunc_op{}(x); }
 };
 
 }  // namespace ops
