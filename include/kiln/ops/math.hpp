@@ -134,30 +134,30 @@ KILN_ALWAYS_INLINE T in_double(T const& x, F const& f) {
 // subnormal (x < ln FLT_MIN = -87.3 in float, -708.4 in double; x < -126 and -1022 for exp2)
 // instead of the subnormal value. There e^x = (e^(x/2))^2: x/2 is exact, e^(x/2) is normal and
 // the square rounds once. Batches with no such lane (nearly all) pay one compare and one branch.
-template <class T>
-KILN_ALWAYS_INLINE T exp(T const& x) {
-  using std::exp;
+// f(x) for f = e^x or 2^x, with results below the smallest normal (x < min_normal_x) computed as
+// f(x/2)^2.
+template <class T, class F>
+KILN_ALWAYS_INLINE T with_gradual_underflow(T const& x, double min_normal_x, F const& f) {
   if constexpr (simd_detail::is_batch<T>) {
-    constexpr double ln_min = std::is_same_v<element_t<T>, float> ? -87.33654475 : -708.39641853226408;
-    auto const subnormal = x < lit<T>(ln_min);
-    if (xsimd::none(subnormal)) return exp(x);
-    T const y = exp(select(subnormal, x * lit<T>(0.5), x));
+    auto const subnormal = x < lit<T>(min_normal_x);
+    if (xsimd::none(subnormal)) return f(x);
+    T const y = f(select(subnormal, x * lit<T>(0.5), x));
     return select(subnormal, y * y, y);
   } else {
-    return exp(x);
+    return f(x);
   }
 }
 template <class T>
+KILN_ALWAYS_INLINE T exp(T const& x) {
+  constexpr bool single = std::is_same_v<element_t<T>, float>;
+  return with_gradual_underflow(x, single ? -87.33654475 : -708.39641853226408,  // ln(FLT_MIN), ln(DBL_MIN)
+                                [](auto const& v) { using std::exp; return exp(v); });
+}
+template <class T>
 KILN_ALWAYS_INLINE T exp2(T const& x) {
-  using std::exp2;
-  if constexpr (simd_detail::is_batch<T>) {
-    auto const subnormal = x < lit<T>(std::is_same_v<element_t<T>, float> ? -126 : -1022);  // log2(FLT_MIN)...
-    if (xsimd::none(subnormal)) return exp2(x);
-    T const y = exp2(select(subnormal, x * lit<T>(0.5), x));
-    return select(subnormal, y * y, y);
-  } else {
-    return exp2(x);
-  }
+  constexpr bool single = std::is_same_v<element_t<T>, float>;
+  return with_gradual_underflow(x, single ? -126.0 : -1022.0,  // log2(FLT_MIN), log2(DBL_MIN)
+                                [](auto const& v) { using std::exp2; return exp2(v); });
 }
 
 // e^x - 1 and ln(1 + x), keeping the sign of a zero (xsimd's give +0 for -0).
