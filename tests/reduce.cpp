@@ -488,7 +488,7 @@ auto const count_nonzero_of = [](auto const& x, auto const&, auto const&... o) {
 struct var_of {
   double c;
   auto operator()(auto const& x, auto const&, auto const&... o) const {
-    return kiln::var(x, o..., kiln::correction{c});
+    return kiln::variance(x, o..., kiln::correction{c});
   }
 };
 struct stddev_of {
@@ -910,7 +910,7 @@ TEST_CASE("errors: axes out of range or repeated, nothing to reduce") {
   CHECK_THROWS_WITH_AS(kiln::mean(x, -4), "mean: axis -4 is out of range for a tensor of rank 3", kiln::shape_error);
   CHECK_THROWS_WITH_AS(kiln::amax(x, {0, 7}), "amax: axis 7 is out of range for a tensor of rank 3", kiln::shape_error);
   CHECK_THROWS_WITH_AS(kiln::sum(x, {0, -3}), "sum: axis 0 is given more than once", kiln::shape_error);
-  CHECK_THROWS_WITH_AS(kiln::var(x, {2, 1, 2}), "var: axis 2 is given more than once", kiln::shape_error);
+  CHECK_THROWS_WITH_AS(kiln::variance(x, {2, 1, 2}), "var: axis 2 is given more than once", kiln::shape_error);
   CHECK_THROWS_WITH_AS(kiln::softmax(x, 3), "softmax: axis 3 is out of range for a tensor of rank 3",
                        kiln::shape_error);
 

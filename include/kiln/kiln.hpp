@@ -21,4 +21,8 @@
 
 #include <kiln/eval/assign.hpp>
 
+#include <kiln/autodiff/var.hpp>
+#include <kiln/autodiff/record.hpp>
+#include <kiln/autodiff/functional.hpp>
+
 #include <kiln/debug/print.hpp>

@@ -12,4 +12,10 @@ struct shape_error : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// Gradients asked for in a way that has no answer: backward() of a non-scalar without a
+// cotangent, of a var that does not require gradients, or through a tape already consumed.
+struct gradient_error : std::logic_error {
+  using std::logic_error::logic_error;
+};
+
 }  // namespace kiln

@@ -77,6 +77,8 @@ void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e) {
   if (dst.size() == 0) return;
   if constexpr (requires { typename X::element_type; })  // a tensor or view: copy its elements
     assign_node(policy, dst, leaf<typename X::value_type, X::rank>(tensor_view<typename X::value_type const, X::rank>(e)));
+  else if constexpr (requires { e.as_leaf(); })  // a var: its value
+    assign_node(policy, dst, e.as_leaf());
   else
     assign_node(policy, dst, e);
 }

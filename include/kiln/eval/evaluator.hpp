@@ -116,6 +116,55 @@ KILN_ALWAYS_INLINE auto as_argument(V const& v) {
   }
 }
 
+// For code without a batch form: spills the batches p, calls f on each lane's scalars, and loads
+// the results back: a batch, or an array of batches when f returns an array.
+template <class Lane, class F, class... P>
+auto lanes_apply(F const& f, P const&... p) noexcept {
+  constexpr std::size_t W = simd_detail::batch<Lane>::size;
+  auto spill = [](auto const& b) {
+    using E = std::conditional_t<simd_detail::is_batch_bool<std::remove_cvref_t<decltype(b)>>, bool, Lane>;
+    std::array<E, W> out;
+    b.store_unaligned(out.data());
+    return out;
+  };
+  std::tuple<decltype(spill(p))...> lanes{spill(p)...};
+  auto at = [&](std::size_t k) { return std::apply([&](auto const&... a) { return f(a[k]...); }, lanes); };
+  using Result = decltype(at(0));
+  auto load = []<class E>(E const* values) {
+    if constexpr (std::is_same_v<E, bool>) return simd_detail::batch_bool<Lane>::load_unaligned(values);
+    else return simd_detail::batch<E>::load_unaligned(values);
+  };
+  if constexpr (requires { std::tuple_size<Result>::value; }) {
+    constexpr std::size_t N = std::tuple_size_v<Result>;
+    std::array<std::array<typename Result::value_type, W>, N> columns;
+    for (std::size_t k = 0; k < W; ++k) {
+      Result const r = at(k);
+      for (std::size_t j = 0; j < N; ++j) columns[j][k] = r[j];
+    }
+    return [&]<std::size_t... J>(std::index_sequence<J...>) {
+      return std::array{load(columns[J].data())...};
+    }(std::make_index_sequence<N>{});
+  } else {
+    std::array<Result, W> results;
+    for (std::size_t k = 0; k < W; ++k) results[k] = at(k);
+    return load(results.data());
+  }
+}
+
+// The lane type of a batch of values or of truth values; batch_lane_t<V...> is the first one's.
+template <class V>
+struct batch_lane;
+template <class T, class A>
+struct batch_lane<xsimd::batch<T, A>> {
+  using type = T;
+};
+template <class T, class A>
+struct batch_lane<xsimd::batch_bool<T, A>> {
+  using type = T;
+};
+template <class... V>
+using batch_lane_t = typename batch_lane<std::tuple_element_t<0, std::tuple<V...>>>::type;
+
 template <class Op, class... Args, int R>
 struct evaluator<map<Op, Args...>, R> {
   using node_type = map<Op, Args...>;
@@ -137,43 +186,37 @@ struct evaluator<map<Op, Args...>, R> {
     return packet_impl<Lane, Mode, Tail>(i, n, std::index_sequence_for<Args...>{});
   }
 
+  // Op applied to values already read from the children (scalars, or batches of one lane type),
+  // each converted as the op reads it. The result is in the op's compute type.
+  template <class... V>
+  KILN_ALWAYS_INLINE auto apply(V const&... v) const noexcept {
+    return apply_impl(std::index_sequence_for<Args...>{}, v...);
+  }
+
   Op op;
   std::tuple<evaluator<Args, R>...> args;
 
  private:
-
   template <std::size_t... I>
   KILN_ALWAYS_INLINE value_type scalar_impl(index_t i, std::index_sequence<I...>) const noexcept {
-    return static_cast<value_type>(op(as_argument<Op, I, compute_type>(std::get<I>(args).scalar(i))...));
+    return static_cast<value_type>(apply(std::get<I>(args).scalar(i)...));
   }
   template <class Lane, inner_mode Mode, bool Tail, std::size_t... I>
   KILN_ALWAYS_INLINE auto packet_impl(index_t i, index_t n, std::index_sequence<I...>) const noexcept {
-    if constexpr (op_vectorized<Op>) {
-      return op(as_argument<Op, I, compute_type>(
-          std::get<I>(args).template packet<Lane, Mode, Tail>(i, n))...);
-    } else {
-      return lane_by_lane<Lane>(as_argument<Op, I, compute_type>(
-          std::get<I>(args).template packet<Lane, Mode, Tail>(i, n))...);
-    }
+    return apply(std::get<I>(args).template packet<Lane, Mode, Tail>(i, n)...);
   }
-  // For ops without a batch form: spill the arguments, apply the scalar op per lane, reload.
+  template <std::size_t... I, class... V>
+  KILN_ALWAYS_INLINE auto apply_impl(std::index_sequence<I...>, V const&... v) const noexcept {
+    if constexpr (!(simd_detail::is_batch<V> || ...) && !(simd_detail::is_batch_bool<V> || ...))
+      return op(as_argument<Op, I, compute_type>(v)...);
+    else if constexpr (op_vectorized<Op>)
+      return op(as_argument<Op, I, compute_type>(v)...);
+    else
+      return lane_by_lane<batch_lane_t<V...>>(as_argument<Op, I, compute_type>(v)...);
+  }
   template <class Lane, class... P>
   auto lane_by_lane(P const&... p) const noexcept {
-    constexpr std::size_t W = simd_detail::batch<Lane>::size;
-    auto spill = [](auto const& b) {
-      using E = std::conditional_t<simd_detail::is_batch_bool<std::remove_cvref_t<decltype(b)>>, bool, Lane>;
-      std::array<E, W> out;
-      b.store_unaligned(out.data());
-      return out;
-    };
-    std::tuple<decltype(spill(p))...> lanes{spill(p)...};
-    alignas(storage_alignment) value_type result[W];
-    for (std::size_t k = 0; k < W; ++k)
-      result[k] = static_cast<value_type>(std::apply([&](auto const&... a) { return op(a[k]...); }, lanes));
-    if constexpr (std::is_same_v<value_type, bool>)
-      return simd_detail::batch_bool<Lane>::load_unaligned(result);
-    else
-      return simd_detail::batch<value_type>::load_aligned(result);
+    return lanes_apply<Lane>([this](auto const&... a) { return static_cast<value_type>(op(a...)); }, p...);
   }
 };
 

@@ -94,13 +94,15 @@ struct strong_promote<X, Xs...> {
 };
 
 // Turns one operand into a node: tensors become leaves (viewed if lvalue, taken over if rvalue),
-// views become leaves, nodes are stored by value, scalars become constants of the weakly
+// views become leaves, vars become var leaves, nodes are stored by value, scalars become constants of the weakly
 // promoted type.
 template <class Strong, class X>
 auto as_node(X&& x) {
   using D = std::remove_cvref_t<X>;
   if constexpr (element<D>) {
     return constant<weak_promote_t<Strong, D>>(static_cast<weak_promote_t<Strong, D>>(x));
+  } else if constexpr (requires { D::is_kiln_var; }) {  // a var: a leaf that knows its adjoint
+    return x.as_leaf();
   } else if constexpr (requires { typename D::element_type; }) {  // tensor or view
     using T = typename D::value_type;
     if constexpr (std::is_same_v<D, tensor<T, D::rank>> && !std::is_lvalue_reference_v<X>)

@@ -143,6 +143,22 @@ class softmax_node {
   int dim() const noexcept { return dim_; }
   extents<rank> const& shape() const noexcept { return arg_.shape(); }
 
+  // Backward (PyTorch's _softmax_backward_data), with y the result and g its adjoint: softmax
+  // gives y (g - s) with s = sum(g y) along dim; log_softmax gives g - exp(y) s with s = sum(g).
+  struct grad_sum_input : math::op_base<3, op_kind::floating> {
+    static constexpr std::string_view name = Log ? "grad" : "grad_times_result";
+    template <class T> T operator()(T, T y, T g) const {
+      if constexpr (Log) return g;
+      else return g * y;
+    }
+  };
+  using grad_aux = std::tuple<ops::grad_aux_t<grad_sum_input, ops::sum_red>>;
+  template <class T> static T grad(T, T y, T g, T, T s) {
+    using std::exp;
+    if constexpr (Log) return g - exp(y) * s;
+    else return y * (g - s);
+  }
+
  private:
   Arg arg_;
   int dim_;
@@ -215,8 +231,9 @@ inline constexpr reduction_fn<ops::argmin_red> argmin{};
 inline constexpr reduction_fn<ops::all_red> all{};
 inline constexpr reduction_fn<ops::any_red> any{};
 inline constexpr reduction_fn<ops::count_nonzero_red> count_nonzero{};
-inline constexpr reduction_fn<ops::var_red> var{};
-// Standard deviation (torch.std); named as in xtensor, since `std` would read as the namespace.
+// Variance (torch.var) and standard deviation (torch.std). Named so that kiln::var can be the
+// differentiable tensor, and `std` would read as the namespace.
+inline constexpr reduction_fn<ops::var_red> variance{};
 inline constexpr reduction_fn<ops::std_red> stddev{};
 inline constexpr reduction_fn<ops::logsumexp_red> logsumexp{};
 

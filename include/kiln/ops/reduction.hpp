@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <tuple>
 
 namespace kiln::ops {
 
@@ -22,6 +23,22 @@ using sum_acc_t = std::conditional_t<std::is_integral_v<V>, std::int64_t, V>;  /
 template <class V>
 inline constexpr bool vector_foldable = std::is_floating_point_v<V>;
 
+// An auxiliary reduction a grad rule reads: Fold over Input(x, out, g) along the reduced axes.
+template <class Input, class Fold>
+struct grad_aux_t {
+  using input = Input;
+  using fold = Fold;
+};
+
+// 1 where x is one of the elements amax/amin chose (equal to the result, or both NaN).
+struct ties : math::op_base<3, op_kind::floating> {
+  static constexpr std::string_view name = "is_tie";
+  template <class T> static auto is_tie(T x, T out) {
+    return math::either(x == out, math::both(math::is_nan(x), math::is_nan(out)));
+  }
+  template <class T> T operator()(T x, T out, T) const { return math::select(is_tie(x, out), T(1), T(0)); }
+};
+
 // Integer sums and products wrap, as elementwise integer arithmetic does (math::wrapping).
 struct sum_red {
   static constexpr std::string_view name = "sum";
@@ -30,6 +47,8 @@ struct sum_red {
   template <class A, class V> static A prepare(V v) { return static_cast<A>(v); }
   template <class A> static A combine(A a, A b) { return math::wrapping(a, b, std::plus<>{}); }
   template <class A> static A finalize(A a, index_t) { return a; }
+  // dL/dx for an input x of an output `out` with adjoint g, n inputs per output.
+  template <class T> static T grad(T, T, T g, T) { return g; }
 };
 // The mean of no elements is NaN (0 / 0), as in PyTorch.
 struct mean_red : sum_red {
@@ -38,6 +57,7 @@ struct mean_red : sum_red {
   static constexpr bool finalizes = true;
   template <class V> using acc = V;
   template <class A> static A finalize(A a, index_t n) { return a / static_cast<A>(n); }
+  template <class T> static T grad(T, T, T g, T n) { return g / n; }
 };
 struct prod_red {
   static constexpr std::string_view name = "prod";
@@ -46,6 +66,21 @@ struct prod_red {
   template <class A, class V> static A prepare(V v) { return static_cast<A>(v); }
   template <class A> static A combine(A a, A b) { return math::wrapping(a, b, std::multiplies<>{}); }
   template <class A> static A finalize(A a, index_t) { return a; }
+  // Zeros need care (PyTorch's prod_backward): with none, out / x; with exactly one, the zero
+  // gets the product of the others and the rest 0; with more, every gradient is 0. The count of
+  // zeros and the product of the non-zeros are reduced first (grad_aux).
+  struct count_zeros : math::op_base<3, op_kind::floating> {
+    static constexpr std::string_view name = "is_zero";
+    template <class T> T operator()(T x, T, T) const { return math::select(x == T(0), T(1), T(0)); }
+  };
+  struct nonzero_or_one : math::op_base<3, op_kind::floating> {
+    static constexpr std::string_view name = "nonzero_or_one";
+    template <class T> T operator()(T x, T, T) const { return math::select(x == T(0), T(1), x); }
+  };
+  using grad_aux = std::tuple<grad_aux_t<count_zeros, sum_red>, grad_aux_t<nonzero_or_one, prod_red>>;
+  template <class T> static T grad(T x, T out, T g, T, T zeros, T others) {
+    return math::select(zeros == T(0), g * out / x, math::select(zeros == T(1) && x == T(0), g * others, T(0)));
+  }
 };
 // NaN-propagating maximum and minimum; an empty reduction is an error (there is no identity).
 struct amax_red {
@@ -64,6 +99,12 @@ struct amax_red {
     else return math::select(a < b, b, a);
   }
   template <class A> static A finalize(A a, index_t) { return a; }
+  // Split evenly among the inputs equal to the result, NaN matching NaN (PyTorch's
+  // evenly_distribute_backward); grad_aux counts them.
+  using grad_aux = std::tuple<grad_aux_t<ties, sum_red>>;
+  template <class T> static T grad(T x, T out, T g, T, T count) {
+    return math::select(ties::is_tie(x, out), g / count, T(0));
+  }
 };
 struct amin_red {
   static constexpr std::string_view name = "amin";
@@ -81,6 +122,12 @@ struct amin_red {
     else return math::select(b < a, b, a);
   }
   template <class A> static A finalize(A a, index_t) { return a; }
+  // Split evenly among the inputs equal to the result, NaN matching NaN (PyTorch's
+  // evenly_distribute_backward); grad_aux counts them.
+  using grad_aux = std::tuple<grad_aux_t<ties, sum_red>>;
+  template <class T> static T grad(T x, T out, T g, T, T count) {
+    return math::select(ties::is_tie(x, out), g / count, T(0));
+  }
 };
 struct all_red {
   static constexpr std::string_view name = "all";
@@ -113,6 +160,8 @@ struct norm2_red : sum_red {
   template <class V> using acc = floating_t<V>;
   template <class A, class V> static A prepare(V v) { A const x = static_cast<A>(v); return x * x; }
   template <class A> static A finalize(A a, index_t) { using std::sqrt; return sqrt(a); }
+  // x / out, and 0 where the norm is 0 (PyTorch's norm_backward).
+  template <class T> static T grad(T x, T out, T g, T) { return math::select(out == T(0), T(0), g * x / out); }
 };
 
 // Index of the first maximum (minimum) over the reduced elements, counted in row-major order over
@@ -151,6 +200,16 @@ struct var_red {
     template <class T> T operator()(T s, T) const { return s / math::lit<T>(divisor); }
   };
   output make_output(index_t n) const { return {{}, std::max(0.0, static_cast<double>(n) - correction)}; }
+  // 2 (x - mean) / (n - correction); the mean is reduced first.
+  struct input_value : math::op_base<3, op_kind::floating> {
+    static constexpr std::string_view name = "input";
+    template <class T> T operator()(T x, T, T) const { return x; }
+  };
+  using grad_aux = std::tuple<grad_aux_t<input_value, mean_red>>;
+  template <class T> T grad(T x, T, T g, T n, T mean) const {
+    T const divisor = n - math::lit<T>(correction);  // clamped at 0 as in the forward
+    return g * math::lit<T>(2) * (x - mean) / math::select(divisor > T(0), divisor, T(0));
+  }
 };
 struct std_red : var_red {
   static constexpr std::string_view name = "std";
@@ -158,6 +217,10 @@ struct std_red : var_red {
     template <class T> T operator()(T s, T m) const { using std::sqrt; return sqrt(var_red::output::operator()(s, m)); }
   };
   output make_output(index_t n) const { return {var_red::make_output(n)}; }
+  // (x - mean) / ((n - correction) out), and 0 where out is 0 (PyTorch's std_backward).
+  template <class T> T grad(T x, T out, T g, T n, T mean) const {
+    return math::select(out == T(0), T(0), var_red::grad(x, out, g, n, mean) / (math::lit<T>(2) * out));
+  }
 };
 // log(sum(exp(x - m))) + m with m the maximum, masked to 0 where it is infinite (PyTorch's
 // formulation): stable for large inputs, exact for rows of ±inf.
@@ -178,6 +241,7 @@ struct logsumexp_red {
     template <class T> T operator()(T s, T m) const { using std::log; return log(s) + shift(m); }
   };
   output make_output(index_t) const { return {}; }
+  template <class T> static T grad(T x, T out, T g, T) { using std::exp; return g * exp(x - out); }
 };
 
 }  // namespace kiln::ops
