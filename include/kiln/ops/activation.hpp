@@ -6,12 +6,16 @@
 #include <kiln/expr/map.hpp>
 #include <kiln/ops/math.hpp>
 
+#include <array>
 #include <cmath>
+#include <limits>
 
 namespace kiln {
 namespace ops {
 using math::lit;
 using math::select;
+
+// Derivative rules (grad: see arithmetic.hpp) as torch's *_backward kernels.
 
 // 1 / (1 + e^-x) through e = e^-|x|, so neither branch overflows: sigmoid(-1000) = 0 exactly,
 // and sigmoid(-100) is the subnormal it should be in float.
@@ -23,6 +27,7 @@ struct sigmoid_op : math::op_base<1, op_kind::floating> {
     T const r = lit<T>(1) / (lit<T>(1) + e);
     return select(x >= lit<T>(0), r, e * r);
   }
+  template <class T> std::array<T, 1> grad(T g, T out, T) const { return {g * (lit<T>(1) - out) * out}; }
 };
 // log(x / (1 - x)), PyTorch's formula (without eps): logit(0) = -inf, logit(1) = inf, NaN outside
 // [0, 1]. Near x = 1/2 the quotient is close to 1 and its rounding swamps the small result (53 float
@@ -34,6 +39,11 @@ struct logit_op : math::op_base<1, op_kind::floating> {
     return select(x < lit<T>(0.25), math::log(x / one_minus_x),
                   math::log1p((x + x - lit<T>(1)) / one_minus_x));
   }
+  // As torch's logit_backward without eps: NaN outside [0, 1], infinite at its ends.
+  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+    T const nan(std::numeric_limits<math::element_t<T>>::quiet_NaN());
+    return {select(math::either(x < lit<T>(0), x > lit<T>(1)), nan, g / (x * (lit<T>(1) - x)))};
+  }
 };
 // max(x, 0) that keeps NaN; relu'(0) = 0 (gradients issue).
 struct relu_op : math::op_base<1, op_kind::same> {
@@ -44,6 +54,8 @@ struct relu_op : math::op_base<1, op_kind::same> {
     if constexpr (simd_detail::is_batch<T>) return xsimd::max(T(0), x);
     else return select(x < T(0), T(0), x);
   }
+  // torch's threshold_backward on the result: 0 where out <= 0, so at 0 too; a NaN passes g.
+  template <class T> std::array<T, 1> grad(T g, T out, T) const { return {select(out <= T(0), T(0), g)}; }
 };
 // The exact (erf) form, x/2 (1 + erf(x / sqrt 2)) as PyTorch writes it, computed as
 // x/2 erfc(-x / sqrt 2): equal, but without the cancellation in 1 + erf for x < 0, where PyTorch's
@@ -72,12 +84,23 @@ struct gelu_op : math::op_base<1, op_kind::floating> {
       });
     }
   }
+  // Phi(x) + x phi(x), torch's gelu_backward, with Phi(x) = erfc(-x / sqrt 2) / 2 as in the forward:
+  // torch's (1 + erf(x / sqrt 2)) / 2 loses most digits for x < 0.
+  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+    T const cdf = lit<T>(0.5) * math::erfc(x * lit<T>(-0.70710678118654752440));
+    T const pdf = lit<T>(0.39894228040143267794) * math::exp(lit<T>(-0.5) * x * x);  // 1 / sqrt(2 pi)
+    return {g * (cdf + x * pdf)};
+  }
 };
 // x sigmoid(x), with the stable sigmoid. PyTorch's x / (1 + e^-x) gives -0 once e^-x overflows
 // (x < -88.7 in float) where the value is still a normal number.
 struct silu_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "silu";
   template <class T> T operator()(T x) const { return x * sigmoid_op{}(x); }
+  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+    T const s = sigmoid_op{}(x);
+    return {g * s * (lit<T>(1) + x * (lit<T>(1) - s))};
+  }
 };
 // log(1 + e^(beta x)) / beta, and x itself once beta x > threshold (torch defaults 1 and 20).
 struct softplus_op : math::op_base<1, op_kind::floating> {
@@ -87,6 +110,12 @@ struct softplus_op : math::op_base<1, op_kind::floating> {
     T const bx = x * lit<T>(beta);
     return select(bx > lit<T>(threshold), x, math::log1p(math::exp(bx)) / lit<T>(beta));
   }
+  // torch's softplus_backward, its e^(bx) / (e^(bx) + 1) taken as the stable sigmoid(bx): the same
+  // value, but not NaN once e^(bx) overflows (a threshold above 88 in float).
+  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+    T const bx = x * lit<T>(beta);
+    return {select(bx > lit<T>(threshold), g, g * sigmoid_op{}(bx))};
+  }
 };
 // x for x > 0, alpha (e^x - 1) otherwise (so elu(-0) = -0 and elu(NaN) = NaN).
 struct elu_op : math::op_base<1, op_kind::floating> {
@@ -95,11 +124,18 @@ struct elu_op : math::op_base<1, op_kind::floating> {
   template <class T> T operator()(T x) const {
     return select(x <= lit<T>(0), lit<T>(alpha) * math::expm1(x), x);
   }
+  // torch's elu_backward from the input: alpha e^x, not out + alpha, which cancels as x -> -inf.
+  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+    return {select(x <= lit<T>(0), g * lit<T>(alpha) * math::exp(x), g)};
+  }
 };
 struct leaky_relu_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "leaky_relu";
   double negative_slope = 0.01;
   template <class T> T operator()(T x) const { return select(x > lit<T>(0), x, x * lit<T>(negative_slope)); }
+  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+    return {select(x > lit<T>(0), g, g * lit<T>(negative_slope))};
+  }
 };
 // clamp(x, min_val, max_val), as PyTorch computes it: NaN stays NaN, and min_val > max_val gives
 // max_val.
@@ -109,6 +145,10 @@ struct hardtanh_op : math::op_base<1, op_kind::same> {
   template <class T> T operator()(T x) const {
     T const at_least_min = select(x < lit<T>(min_val), lit<T>(min_val), x);
     return select(lit<T>(max_val) < at_least_min, lit<T>(max_val), at_least_min);
+  }
+  // torch's hardtanh_backward: 0 at the bounds as beyond them (clamp's passes g at its bounds).
+  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+    return {select(math::either(x <= lit<T>(min_val), x >= lit<T>(max_val)), T(0), g)};
   }
 };
 

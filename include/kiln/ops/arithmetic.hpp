@@ -5,6 +5,8 @@
 #include <kiln/expr/map.hpp>
 #include <kiln/ops/math.hpp>
 
+#include <array>
+#include <cmath>
 #include <functional>
 
 namespace kiln {
@@ -12,22 +14,32 @@ namespace ops {
 using math::op_base;
 using math::select;
 
+// Derivative rules: each op's grad(g, out, x...) returns g * d(out)/d(x_k) for every argument k,
+// where out = op(x...) and g is the upstream gradient. They follow PyTorch's derivatives.yaml
+// (including its choices at kinks and ties), are only used with floating compute types, and read
+// the same on scalars and batches unless the op is not vectorized.
+
 struct add_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "add";
   template <class T> T operator()(T a, T b) const { return math::wrapping(a, b, std::plus<>{}); }
+  template <class T> std::array<T, 2> grad(T g, T, T, T) const { return {g, g}; }
 };
 struct sub_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "sub";
   template <class T> T operator()(T a, T b) const { return math::wrapping(a, b, std::minus<>{}); }
+  template <class T> std::array<T, 2> grad(T g, T, T, T) const { return {g, -g}; }
 };
 struct mul_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "mul";
   template <class T> T operator()(T a, T b) const { return math::wrapping(a, b, std::multiplies<>{}); }
+  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const { return {g * b, g * a}; }
 };
 // True division: integer inputs divide as float, as in PyTorch.
 struct div_op : op_base<2, op_kind::floating> {
   static constexpr std::string_view name = "div";
   template <class T> T operator()(T a, T b) const { return a / b; }
+  // -g a / b^2 as torch stages it, -g ((a / b) / b), which overflows only where the result does.
+  template <class T> std::array<T, 2> grad(T g, T out, T, T b) const { return {g / b, -g * (out / b)}; }
 };
 // -x; integers wrap (-INT_MIN = INT_MIN). Floats negate, not subtract from 0: neg(0) = -0.
 struct neg_op : op_base<1, op_kind::same> {
@@ -36,6 +48,7 @@ struct neg_op : op_base<1, op_kind::same> {
     if constexpr (math::is_integer<T>) return math::wrapping(T(0), x, std::minus<>{});
     else return -x;
   }
+  template <class T> std::array<T, 1> grad(T g, T, T) const { return {-g}; }
 };
 struct abs_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "abs";
@@ -43,6 +56,10 @@ struct abs_op : op_base<1, op_kind::same> {
     if constexpr (math::is_integer<T>) return x < 0 ? math::wrapping(T(0), x, std::minus<>{}) : x;
     else if constexpr (std::is_same_v<T, bool>) return x;
     else { using std::abs; return abs(x); }
+  }
+  // g * sign(x), as torch: 0 at 0 (and at NaN).
+  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+    return {g * select(x < T(0), math::lit<T>(-1), select(T(0) < x, math::lit<T>(1), T(0)))};
   }
 };
 // -1, 0 or 1; sign(NaN) = 0 as PyTorch's (0 < x) - (x < 0).
@@ -52,14 +69,17 @@ struct sign_op : op_base<1, op_kind::same> {
     if constexpr (std::is_same_v<T, bool>) return x;
     else return select(T(0) < x, math::lit<T>(1), math::lit<T>(0)) - select(x < T(0), math::lit<T>(1), math::lit<T>(0));
   }
+  template <class T> std::array<T, 1> grad(T, T, T) const { return {T(0)}; }
 };
 struct reciprocal_op : op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "reciprocal";
   template <class T> T operator()(T x) const { return math::lit<T>(1) / x; }  // exact, unlike rcpps
+  template <class T> std::array<T, 1> grad(T g, T out, T) const { return {-g * (out * out)}; }
 };
 struct square_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "square";
   template <class T> T operator()(T x) const { return math::wrapping(x, x, std::multiplies<>{}); }
+  template <class T> std::array<T, 1> grad(T g, T, T x) const { return {g * (math::lit<T>(2) * x)}; }
 };
 // C's pow at every edge, as torch.pow: pow(x, ±0) = 1 and pow(1, y) = 1 even for NaN,
 // pow(-1, ±inf) = 1, pow(0, y < 0) = inf, pow(-8, 1/3) = NaN. Lane by lane through std::pow:
@@ -85,6 +105,14 @@ struct pow_op : op_base<2, op_kind::same> {
       return std::pow(a, b);
     }
   }
+  // As torch's pow_backward_self and pow_backward_exponent: nothing flows to the base where the
+  // exponent is 0 (pow(x, 0) = 1 for every x, NaN included), nor to the exponent where the base is
+  // 0 and the exponent >= 0 (out * log(0) would be NaN or -inf there).
+  template <class T> std::array<T, 2> grad(T g, T out, T a, T b) const {
+    using std::pow;
+    return {select(b == T(0), T(0), g * (b * pow(a, b - math::lit<T>(1)))),
+            g * select(math::both(a == T(0), b >= T(0)), T(0), out * math::log(a))};
+  }
 };
 // C's fmod: the result has the sign of the dividend. Exact, so computed lane by lane (xsimd's
 // fmod rounds through a division). Integers: x % 0 is 0 where PyTorch raises ZeroDivisionError
@@ -102,6 +130,11 @@ struct fmod_op : op_base<2, op_kind::same> {
       return std::fmod(a, b);
     }
   }
+  // d/db = -trunc(a / b), as torch (div with rounding_mode "trunc").
+  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const {
+    using std::trunc;
+    return {g, -g * trunc(a / b)};
+  }
 };
 // Python's modulo: the result has the sign of the divisor. Integer division by zero gives 0, as
 // fmod.
@@ -113,6 +146,20 @@ struct remainder_op : op_base<2, op_kind::same> {
     if constexpr (std::is_same_v<T, bool>) return r;
     else return (r != 0 && ((b < 0) != (r < 0))) ? static_cast<T>(r + b) : r;
   }
+  // d/db = -(a // b), with torch's floor division (rounding_mode "floor"), not floor(a / b).
+  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const { return {g, -g * floor_divide(a, b)}; }
+  // Python's a // b as c10::div_floor_floating computes it: from the exact fmod, so that it matches
+  // this remainder where the rounded a / b lands on the next integer (1 // 0.1 = 9; floor(1 / 0.1)
+  // = 10).
+  template <class T> static T floor_divide(T a, T b) {
+    if (b == 0) return a / b;
+    T const mod = std::fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;
+    if (div == 0) return std::copysign(T(0), a / b);
+    T const floor_div = std::floor(div);
+    return div - floor_div > T(0.5) ? floor_div + 1 : floor_div;
+  }
 };
 // NaN-propagating minimum and maximum (torch.minimum / torch.maximum).
 struct minimum_op : op_base<2, op_kind::same> {
@@ -122,6 +169,11 @@ struct minimum_op : op_base<2, op_kind::same> {
       return select(math::either(math::is_nan(a), math::is_nan(b)), a + b, select(b < a, b, a));
     else return select(b < a, b, a);
   }
+  // As torch: a tie splits g evenly; with a NaN both sides get g.
+  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const {
+    T const half = g * math::lit<T>(0.5);
+    return {select(a == b, half, select(a > b, T(0), g)), select(a == b, half, select(a < b, T(0), g))};
+  }
 };
 struct maximum_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "maximum";
@@ -130,6 +182,11 @@ struct maximum_op : op_base<2, op_kind::same> {
       return select(math::either(math::is_nan(a), math::is_nan(b)), a + b, select(a < b, b, a));
     else return select(a < b, b, a);
   }
+  // As torch: a tie splits g evenly; with a NaN both sides get g.
+  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const {
+    T const half = g * math::lit<T>(0.5);
+    return {select(a == b, half, select(a < b, T(0), g)), select(a == b, half, select(a > b, T(0), g))};
+  }
 };
 // NaN-ignoring minimum and maximum (torch.fmin / torch.fmax): a NaN loses to a number.
 struct fmin_op : op_base<2, op_kind::same> {
@@ -137,11 +194,21 @@ struct fmin_op : op_base<2, op_kind::same> {
   template <class T> T operator()(T a, T b) const {
     return select(math::is_nan(a), b, select(math::is_nan(b), a, select(b < a, b, a)));
   }
+  // As torch: all of g to a where a <= b or b is NaN (ties included), to b elsewhere.
+  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const {
+    auto const to_a = math::either(a <= b, math::is_nan(b));
+    return {select(to_a, g, T(0)), select(to_a, T(0), g)};
+  }
 };
 struct fmax_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "fmax";
   template <class T> T operator()(T a, T b) const {
     return select(math::is_nan(a), b, select(math::is_nan(b), a, select(a < b, b, a)));
+  }
+  // As torch: all of g to a where a >= b or b is NaN (ties included), to b elsewhere.
+  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const {
+    auto const to_a = math::either(a >= b, math::is_nan(b));
+    return {select(to_a, g, T(0)), select(to_a, T(0), g)};
   }
 };
 // Without undue overflow or underflow (hypot(1e30f, 1e30f) is finite): lane by lane through
@@ -150,10 +217,15 @@ struct hypot_op : op_base<2, op_kind::floating> {
   static constexpr std::string_view name = "hypot";
   static constexpr bool vectorized = false;
   template <class T> T operator()(T a, T b) const { return std::hypot(a, b); }
+  template <class T> std::array<T, 2> grad(T g, T out, T a, T b) const { return {g * a / out, g * b / out}; }
 };
 struct copysign_op : op_base<2, op_kind::floating> {
   static constexpr std::string_view name = "copysign";
   template <class T> T operator()(T a, T b) const { using std::copysign; return copysign(a, b); }
+  // As torch's copysign_tensor_self_backward: g * out / a, 0 where a is 0 (NaN where a is inf).
+  template <class T> std::array<T, 2> grad(T g, T out, T a, T) const {
+    return {g * select(a == T(0), T(0), out / a), T(0)};
+  }
 };
 // std::atan2, signed zeros and infinities included. xsimd's atan2 goes through |a / b|, which is
 // NaN for 0/0 and inf/inf; those cases are selected back in: atan2(±0, ±0) is ±0 or ±pi, and
@@ -175,6 +247,10 @@ struct atan2_op : op_base<2, op_kind::floating> {
       return atan2(a, b);
     }
   }
+  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const {
+    T const r = math::lit<T>(1) / (a * a + b * b);
+    return {g * b * r, g * -a * r};
+  }
 };
 // Whether xsimd's batch fma is one fused instruction on this build's architecture. Elsewhere
 // (x86 without FMA3, and AVX-512, which xsimd 8 leaves to its generic kernel) it is x * y + z,
@@ -194,6 +270,7 @@ struct fma_op : op_base<3, op_kind::same> {
     if constexpr (std::is_floating_point_v<math::element_t<T>>) { using std::fma; return fma(a, b, c); }
     else return math::wrapping(math::wrapping(a, b, std::multiplies<>{}), c, std::plus<>{});
   }
+  template <class T> std::array<T, 3> grad(T g, T, T a, T b, T) const { return {g * b, g * a, g}; }
 };
 // torch.lerp: a + w (b - a), in the form that is exact at both ends.
 struct lerp_op : op_base<3, op_kind::floating> {
@@ -202,11 +279,21 @@ struct lerp_op : op_base<3, op_kind::floating> {
     T const d = b - a;
     return select(w < math::lit<T>(0.5), a + w * d, b - d * (math::lit<T>(1) - w));
   }
+  template <class T> std::array<T, 3> grad(T g, T, T a, T b, T w) const {
+    return {g * (math::lit<T>(1) - w), g * w, g * (b - a)};
+  }
 };
 // torch.clamp(x, lo, hi) = minimum(maximum(x, lo), hi): NaN propagates, lo > hi gives hi.
 struct clamp_op : op_base<3, op_kind::same> {
   static constexpr std::string_view name = "clamp";
   template <class T> T operator()(T x, T lo, T hi) const { return minimum_op{}(maximum_op{}(x, lo), hi); }
+  // As torch's clamp_backward and clamp_backward_min_max: x gets g where lo <= x <= hi (at the
+  // bounds too), lo where x < lo < hi, hi where x > hi or hi < lo (then out = hi whatever x is).
+  // So with lo == hi and x < lo, nothing flows anywhere, as in torch.
+  template <class T> std::array<T, 3> grad(T g, T, T x, T lo, T hi) const {
+    return {select(math::both(lo <= x, x <= hi), g, T(0)), select(math::both(x < lo, lo < hi), g, T(0)),
+            select(math::either(hi < x, hi < lo), g, T(0))};
+  }
 };
 // torch.addcmul: a + value * t1 * t2, in that order. Integers wrap; with integer tensors `value`
 // should be an integer (PyTorch requires one), it is converted to the tensors' type.
@@ -217,6 +304,9 @@ struct addcmul_op : op_base<3, op_kind::same> {
     std::multiplies<> const times;
     T const product = math::wrapping(math::wrapping(math::lit<T>(value), t1, times), t2, times);
     return math::wrapping(a, product, std::plus<>{});
+  }
+  template <class T> std::array<T, 3> grad(T g, T, T, T t1, T t2) const {
+    return {g, g * (t2 * math::lit<T>(value)), g * (t1 * math::lit<T>(value))};
   }
 };
 

@@ -5,6 +5,8 @@
 #include <kiln/expr/map.hpp>
 #include <kiln/ops/math.hpp>
 
+#include <array>
+
 namespace kiln {
 namespace ops {
 using binary_predicate = math::op_base<2, op_kind::predicate>;
@@ -74,6 +76,11 @@ struct logical_not_op : math::op_base<1, op_kind::logical> {
 struct where_op : math::op_base<3, op_kind::select> {
   static constexpr std::string_view name = "where";
   template <class M, class T> T operator()(M c, T a, T b) const { return math::select(c, a, b); }
+  // g to the chosen side, exactly 0 to the other: selected, since g times a 0/1 mask would be NaN
+  // wherever g is inf or NaN. The condition gets no gradient (entry 0).
+  template <class M, class T> std::array<T, 3> grad(T g, T, M c, T, T) const {
+    return {T(0), math::select(c, g, T(0)), math::select(c, T(0), g)};
+  }
 };
 
 }  // namespace ops

@@ -7,6 +7,8 @@
 #include <kiln/expr/map.hpp>
 #include <kiln/ops/math.hpp>
 
+#include <array>
+
 namespace kiln {
 namespace ops {
 using unary_same = math::op_base<1, op_kind::same>;
@@ -18,6 +20,8 @@ struct rounding_op : unary_same {
     if constexpr (std::is_integral_v<T>) return x;
     else return math::signed_round(Rounding::apply(x), x);
   }
+  // Piecewise constant: zero, as torch (also at the jumps).
+  template <class T> std::array<T, 1> grad(T, T, T) const { return {T(0)}; }
 };
 struct floor_op : rounding_op<floor_op> {
   static constexpr std::string_view name = "floor";
@@ -38,6 +42,7 @@ struct trunc_op : rounding_op<trunc_op> {
 struct frac_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "frac";
   template <class T> T operator()(T x) const { return x - trunc_op{}(x); }
+  template <class T> std::array<T, 1> grad(T g, T, T) const { return {g}; }
 };
 
 }  // namespace ops
