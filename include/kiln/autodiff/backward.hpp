@@ -169,11 +169,34 @@ KILN_ALWAYS_INLINE auto partials(Ev const& ev, G const& g, Out const& out, std::
     return ev.op.grad(g, out, as_argument<Op, I, C>(v)...);
 }
 
-template <class Ev, class Tape, class G, class Read>
-KILN_ALWAYS_INLINE void backprop(Ev& ev, Tape const& tape, G const& g, Read r);
+// The lanes a gradient may reach. Below a `where`, only the chosen side's lanes: whatever its
+// subtree computes at the other lanes (log'(0) = inf, sqrt'(-1) = NaN, times a zero gradient)
+// never reaches a leaf, so a NaN in the branch not taken does not leak.
+struct all_lanes {};
+template <class M>
+KILN_ALWAYS_INLINE M narrow(all_lanes, M const& m) noexcept {
+  return m;
+}
+template <class M>
+KILN_ALWAYS_INLINE M narrow(M const& a, M const& b) noexcept {
+  return math::both(a, b);
+}
+template <class G>
+KILN_ALWAYS_INLINE G masked(G const& g, all_lanes) noexcept {
+  return g;
+}
+template <class G, class M>
+KILN_ALWAYS_INLINE G masked(G const& g, M const& m) noexcept {
+  return math::select(m, g, G(0));
+}
 
-template <class Ev, class Tape, class G, class Read, std::size_t... I>
-KILN_ALWAYS_INLINE void backprop_map(Ev& ev, Tape const& tape, G const& g, Read r, std::index_sequence<I...> seq) {
+template <class Ev, class Tape, class G, class Read, class Mask = all_lanes>
+KILN_ALWAYS_INLINE void backprop(Ev& ev, Tape const& tape, G const& g, Read r, Mask mask = {});
+
+template <class Ev, class Tape, class G, class Read, class Mask, std::size_t... I>
+KILN_ALWAYS_INLINE void backprop_map(Ev& ev, Tape const& tape, G const& g, Read r, Mask mask,
+                                     std::index_sequence<I...> seq) {
+  using Op = typename Ev::node_type::op_type;
   using C = typename Ev::compute_type;
   auto const d = partials(ev, static_cast<std::conditional_t<simd_detail::is_batch<G>, G, C>>(g), tape.value, seq,
                           value_of(std::get<I>(tape.children))...);
@@ -181,21 +204,28 @@ KILN_ALWAYS_INLINE void backprop_map(Ev& ev, Tape const& tape, G const& g, Read 
     auto& child_ev = std::get<K>(ev.args);
     using Child = typename std::remove_cvref_t<decltype(child_ev)>::node_type;
     if constexpr (differentiable<Child>) {
-      if constexpr (simd_detail::is_batch<G>)
-        backprop(child_ev, std::get<K>(tape.children), d[K], r);
-      else
-        backprop(child_ev, std::get<K>(tape.children), static_cast<typename Child::value_type>(d[K]), r);
+      auto const& child_tape = std::get<K>(tape.children);
+      auto const child_g = [&] {
+        if constexpr (simd_detail::is_batch<G>) return d[K];
+        else return static_cast<typename Child::value_type>(d[K]);
+      }();
+      if constexpr (Op::kind == op_kind::select) {
+        auto const chosen = as_argument<Op, 0, C>(value_of(std::get<0>(tape.children)));
+        backprop(child_ev, child_tape, child_g, r, narrow(mask, K == 1 ? chosen : math::negate(chosen)));
+      } else {
+        backprop(child_ev, child_tape, child_g, r, mask);
+      }
     }
   };
   (child(std::integral_constant<std::size_t, I>{}), ...);
 }
 
-template <class Ev, class Tape, class G, class Read>
-KILN_ALWAYS_INLINE void backprop(Ev& ev, Tape const& tape, G const& g, Read r) {
+template <class Ev, class Tape, class G, class Read, class Mask>
+KILN_ALWAYS_INLINE void backprop(Ev& ev, Tape const& tape, G const& g, Read r, Mask mask) {
   if constexpr (is_var_leaf<typename Ev::node_type>)
-    ev.accumulate(g, r);
+    ev.accumulate(masked(g, mask), r);
   else
-    backprop_map(ev, tape, g, r, std::make_index_sequence<std::tuple_size_v<decltype(ev.args)>>{});
+    backprop_map(ev, tape, g, r, mask, std::make_index_sequence<std::tuple_size_v<decltype(ev.args)>>{});
 }
 
 // The root of a backward loop: the producer's evaluator and those of the extra operands the

@@ -187,19 +187,19 @@ std::string index_string(std::array<index_t, R> const& shape, index_t flat) {
 
 template <class F, class... X>
 gradcheck_result gradcheck_double(F& f, gradcheck_options const& o, X&... x) {
-  // f's output (in double) dotted with a fixed cotangent: the scalar both sides differentiate.
+  // f's output, forward only (through the same statement code the gradient runs).
   auto project = [&](auto const&... in) {
     no_grad_guard no_grad;
     auto const inputs = std::tuple{input_var(in)...};
     auto const out = call(f, inputs);
     using O = std::remove_cvref_t<decltype(out)>;
-    tensor<double, O::rank> value(out.shape(), uninitialized);
-    if constexpr (is_var<O>) value = out.value();
-    else assign(default_policy{}, value.view(), out);
-    return value;
+    if constexpr (is_var<O>) return detach(out);
+    else return detach(var<double, O::rank>(out));
   };
   auto const y0 = project(x...);
   using Y = std::remove_const_t<decltype(y0)>;
+  // Both sides differentiate y . cotangent: 1 for a scalar (through value_and_grad, as a loss),
+  // fixed random weights otherwise (through vjp).
   Y const cotangent = Y::rank == 0 ? Y(ones<double>(y0.shape())) : Y(rand<double>(y0.shape(), 12345) + 0.5);
   auto const dot = [&](auto const& y) {
     double s = 0;
@@ -207,7 +207,10 @@ gradcheck_result gradcheck_double(F& f, gradcheck_options const& o, X&... x) {
     return s;
   };
   auto const analytical = std::tuple_cat([&] {
-    auto g = vjp(f, cotangent, x...).second;
+    auto g = [&] {
+      if constexpr (Y::rank == 0) return value_and_grad(f, x...).second;
+      else return vjp(f, cotangent, x...).second;
+    }();
     if constexpr (sizeof...(X) == 1) return std::tuple{std::move(g)};
     else return g;
   }());
