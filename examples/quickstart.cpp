@@ -1,5 +1,5 @@
 // The main job in a few lines: lazy expressions over tensors, broadcast like PyTorch, evaluated
-// as one fused SIMD loop per assignment.
+// as one fused SIMD loop per assignment, and differentiated by a backward loop fused the same way.
 #include <kiln/kiln.hpp>
 
 #include <chrono>
@@ -22,6 +22,21 @@ int main() {
 
   // Building an expression computes nothing; to_string shows the tree it built.
   std::cout << kiln::to_string(kiln::tanh(A) * b);
+
+  // Gradients: a loss that is one sum of an elementwise expression runs forward and backward as
+  // a single loop; value_and_grad returns the value and dL/dx, dL/dy.
+  kiln::var<float, 1> x = kiln::randn<float>({4096}, 2), y = kiln::randn<float>({4096}, 3);
+  auto f = [](auto const& x, auto const& y) { return kiln::sum(x * kiln::sigmoid(x) * y); };
+  auto [L, g] = kiln::value_and_grad(f, x, y);
+  std::cout << "L = " << L << ", dL/dx(0) = " << std::get<0>(g)(0) << ", dL/dy(0) = " << std::get<1>(g)(0) << '\n';
+
+  // Imperative style: each statement over vars is one tape entry, its backward one fused loop.
+  kiln::var<float, 2> w = kiln::randn<float>({1024, 256}, 4) * 0.1f;
+  kiln::var<float, 1> bias = kiln::zeros<float>({256});
+  kiln::var<float, 2> h = kiln::tanh(A * w + bias);
+  kiln::var<float, 0> loss = kiln::mean(kiln::square(h - 0.5f));
+  loss.backward();
+  std::cout << "loss = " << loss.item() << ", dloss/dbias(0) = " << bias.grad()(0) << '\n';
 
   // Shapes are checked when the expression is built.
   try {

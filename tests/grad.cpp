@@ -149,6 +149,7 @@ TEST_CASE("imperative statements: backward(), grad(), zero_grad(), accumulation,
     kiln::var<float, 2> h = kiln::tanh(a * w + b);  // one tape entry
     return kiln::var<float, 0>(kiln::mean(kiln::square(h - t)));
   };
+  CHECK(kiln::to_string(w * 2.f).rfind("%0 = var : float[8, 3]", 0) == 0);
   kiln::detail::tape::active().clear();
   kiln::var<float, 0> loss = forward(w, b);
   CHECK(kiln::detail::tape::active().size() == 2);

@@ -7,6 +7,8 @@
 //   3. the batch form against the scalar form, lane by lane, for float and double, for every
 //      vectorized op in the table, over every tuple of a pool of values that includes those points,
 //      ±0, ±inf and NaN.
+#include "ulp.hpp"
+
 #include <doctest/doctest.h>
 // The op headers alone (not kiln.hpp): the rules need neither the evaluator nor autodiff.
 #include <kiln/ops/activation.hpp>
@@ -215,19 +217,7 @@ void check_differences(rule<Op, N> const& r) {
 // ties, ±1 as hardtanh's bounds, 0.5, the ends of logit's domain), ordinary values and non-finite ones.
 constexpr std::array<double, 14> pool{0.0, -0.0, 0.5, -0.5, 1.0, -1.0, 2.0, -2.5, 3.0, 0.1, 0.9, qnan, inf, -inf};
 
-// Units in the last place between two values of T (±0 are 0 apart).
-template <class T>
-std::uint64_t ulp_distance(T a, T b) {
-  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-  auto const key = [](T v) {
-    U const bits = std::bit_cast<U>(v);
-    U const sign = U(1) << (sizeof(U) * 8 - 1);
-    auto const magnitude = static_cast<std::int64_t>(bits & ~sign);
-    return (bits & sign) ? -magnitude : magnitude;
-  };
-  std::int64_t const ka = key(a), kb = key(b);
-  return ka >= kb ? std::uint64_t(ka) - std::uint64_t(kb) : std::uint64_t(kb) - std::uint64_t(ka);
-}
+using kiln_test::ulp_distance;
 template <class T>
 bool same_within_2_ulp(T a, T b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);

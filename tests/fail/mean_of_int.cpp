@@ -1,4 +1,4 @@
-// mean, var and stddev of an integer tensor do not compile (PyTorch raises): convert first.
+// mean, variance and stddev of an integer tensor do not compile (PyTorch raises): convert first.
 #include <kiln/kiln.hpp>
 
 #include <cstdint>

@@ -145,9 +145,10 @@ class var {
 
   // Back-propagates from this var, seeded with 1 (a rank-0 var, the usual loss) or with the
   // given cotangent, into the adjoints of every var it depends on; then the tape is consumed.
-  void backward() const
-    requires(R == 0)
-  {
+  void backward() const {
+    static_assert(R == 0,
+                  "kiln: backward() without a cotangent needs a rank-0 var (a loss); for other ranks pass one: "
+                  "y.backward(cotangent)");
     T const one = 1;
     detail::backward_from(*this, tensor_view<T const, 0>(&one, extents<0>{}));
   }

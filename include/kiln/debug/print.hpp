@@ -44,6 +44,14 @@ struct graph_listing {
     entries.push_back({s.str(), describe<T>(extents<0>{}), {}});
     return static_cast<int>(entries.size()) - 1;
   }
+  // A var reads like a tensor leaf; it is labelled as what it is.
+  template <class V>
+    requires requires(V const& v) { v.shared_node(); }
+  int add(V const& node) {
+    int const id = add(static_cast<leaf<typename V::value_type, V::rank> const&>(node));
+    entries[static_cast<std::size_t>(id)].label = "var";
+    return id;
+  }
   template <class Op, class... Args>
   int add(map<Op, Args...> const& node) {
     std::vector<int> inputs;

@@ -59,7 +59,7 @@ template <class Op, class Arg, int N, bool Keep>
 class reduction {
   static_assert(N <= Arg::rank, "kiln: more reduction axes than the tensor has dimensions");
   static_assert(!requires { Op::floating_only; } || std::is_floating_point_v<typename Arg::value_type>,
-                "kiln: mean, var and stddev are defined for floating-point tensors; convert integers first");
+                "kiln: mean, variance and stddev are defined for floating-point tensors; convert integers first");
 
  public:
   using op_type = Op;

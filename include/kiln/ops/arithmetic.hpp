@@ -272,12 +272,14 @@ struct fma_op : op_base<3, op_kind::same> {
   }
   template <class T> std::array<T, 3> grad(T g, T, T a, T b, T) const { return {g * b, g * a, g}; }
 };
-// torch.lerp: a + w (b - a), in the form that is exact at both ends.
+// torch.lerp: a + w (b - a), in the form that is exact at both ends (chosen by |w| < 0.5, as
+// PyTorch's is_lerp_weight_small).
 struct lerp_op : op_base<3, op_kind::floating> {
   static constexpr std::string_view name = "lerp";
   template <class T> T operator()(T a, T b, T w) const {
+    using std::abs;
     T const d = b - a;
-    return select(w < math::lit<T>(0.5), a + w * d, b - d * (math::lit<T>(1) - w));
+    return select(abs(w) < math::lit<T>(0.5), a + w * d, b - d * (math::lit<T>(1) - w));
   }
   template <class T> std::array<T, 3> grad(T g, T, T a, T b, T w) const {
     return {g * (math::lit<T>(1) - w), g * w, g * (b - a)};
