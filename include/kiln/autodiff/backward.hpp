@@ -120,11 +120,26 @@ struct evaluator<var_leaf<T, LeafRank>, R> : evaluator<leaf<T, LeafRank>, R> {
 };
 
 // The forward values of one step, kept for the reverse walk: a node's value and its children's
-// tapes. Subtrees without vars keep only their value.
+// tapes. Subtrees without vars keep only their value. Plain aggregates built in place (prvalues
+// straight into their slots): the whole tape stays in registers, where a std::tuple of batches
+// is copied through memory.
+template <std::size_t I, class Tape>
+struct tape_slot {
+  Tape tape;
+};
+template <class Indices, class... Tapes>
+struct child_tapes;
+template <std::size_t... I, class... Tapes>
+struct child_tapes<std::index_sequence<I...>, Tapes...> : tape_slot<I, Tapes>... {};
+template <std::size_t I, class Tape>
+KILN_ALWAYS_INLINE Tape const& child_tape(tape_slot<I, Tape> const& slot) noexcept {
+  return slot.tape;
+}
+
 template <class V, class Children>
 struct value_tape {
-  V value;
   Children children;
+  V value;
 };
 template <class X>
 KILN_ALWAYS_INLINE auto const& value_of(X const& x) noexcept {
@@ -136,10 +151,12 @@ template <class Ev, class Read>
 KILN_ALWAYS_INLINE auto record(Ev const& ev, Read r);
 
 template <class Ev, class Read, std::size_t... I>
-KILN_ALWAYS_INLINE auto record_map(Ev const& ev, Read r, std::index_sequence<I...>) {
-  std::tuple const children{record(std::get<I>(ev.args), r)...};
-  auto const value = ev.apply(value_of(std::get<I>(children))...);
-  return value_tape<decltype(value), decltype(children)>{value, children};
+KILN_ALWAYS_INLINE auto record_map(Ev const& ev, Read r, std::index_sequence<I...> seq) {
+  using Children = child_tapes<decltype(seq), decltype(record(std::get<I>(ev.args), r))...>;
+  using V = decltype(ev.apply(value_of(child_tape<I>(std::declval<Children const&>()))...));
+  value_tape<V, Children> tape{Children{{record(std::get<I>(ev.args), r)}...}, V{}};
+  tape.value = ev.apply(value_of(child_tape<I>(tape.children))...);
+  return tape;
 }
 
 template <class Ev, class Read>
@@ -199,21 +216,21 @@ KILN_ALWAYS_INLINE void backprop_map(Ev& ev, Tape const& tape, G const& g, Read 
   using Op = typename Ev::node_type::op_type;
   using C = typename Ev::compute_type;
   auto const d = partials(ev, static_cast<std::conditional_t<simd_detail::is_batch<G>, G, C>>(g), tape.value, seq,
-                          value_of(std::get<I>(tape.children))...);
+                          value_of(child_tape<I>(tape.children))...);
   auto child = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
     auto& child_ev = std::get<K>(ev.args);
     using Child = typename std::remove_cvref_t<decltype(child_ev)>::node_type;
     if constexpr (differentiable<Child>) {
-      auto const& child_tape = std::get<K>(tape.children);
+      auto const& below = child_tape<K>(tape.children);
       auto const child_g = [&] {
         if constexpr (simd_detail::is_batch<G>) return d[K];
         else return static_cast<typename Child::value_type>(d[K]);
       }();
       if constexpr (Op::kind == op_kind::select) {
-        auto const chosen = as_argument<Op, 0, C>(value_of(std::get<0>(tape.children)));
-        backprop(child_ev, child_tape, child_g, r, narrow(mask, K == 1 ? chosen : math::negate(chosen)));
+        auto const chosen = as_argument<Op, 0, C>(value_of(child_tape<0>(tape.children)));
+        backprop(child_ev, below, child_g, r, narrow(mask, K == 1 ? chosen : math::negate(chosen)));
       } else {
-        backprop(child_ev, child_tape, child_g, r, mask);
+        backprop(child_ev, below, child_g, r, mask);
       }
     }
   };
