@@ -75,6 +75,31 @@ TEST_CASE("grad(f) gives the gradients; one input gives a tensor, not a tuple") 
   check_close(g2, {0.5, 1, 1.5, 2}, 1e-15);
 }
 
+TEST_CASE("kiln::into writes the gradients into the caller's tensors, in place when the shapes match") {
+  kiln::tensor<float, 1> const x = {1, 2, 3}, y = {4, 5, 6};
+  kiln::tensor<float, 1> gx = kiln::full<float>({3}, 7.f), gy;  // gx: garbage of the right shape; gy: empty
+  float const* const gx_memory = gx.data();
+  auto f = [](auto const& x, auto const& y) { return kiln::sum(x * y); };
+  for (int repeat = 0; repeat < 2; ++repeat) {  // the second call finds both buffers in shape
+    float const L = kiln::value_and_grad(f, kiln::into(gx, gy), x, y);
+    CHECK(L == 32);
+    CHECK(values(gx) == std::vector<double>{4, 5, 6});
+    CHECK(values(gy) == std::vector<double>{1, 2, 3});
+    CHECK(gx.data() == gx_memory);
+  }
+  // An input f does not use gets zeros, whatever its buffer held; a broadcast one, whose
+  // gradient is added up, starts from zero too.
+  kiln::tensor<double, 1> unused = kiln::full<double>({2}, 9.0), ga = kiln::full<double>({2}, 9.0),
+                          gb = kiln::full<double>({1}, 9.0);
+  kiln::tensor<double, 1> const a = {1, 2}, b = {5};
+  double const M = kiln::value_and_grad([](auto const&, auto const& a, auto const& b) { return kiln::sum(a * b); },
+                                        kiln::into(unused, ga, gb), a, a, b);
+  CHECK(M == 15);
+  CHECK(values(unused) == std::vector<double>{0, 0});
+  CHECK(values(ga) == std::vector<double>{5, 5});
+  CHECK(values(gb) == std::vector<double>{3});
+}
+
 TEST_CASE("a broadcast leaf gets its adjoint summed back to its own shape") {
   kiln::tensor<float, 2> const a = {{1}, {2}, {3}};        // [3, 1]
   kiln::tensor<float, 1> const b = {10, 20, 30, 40};       // [4]

@@ -41,9 +41,9 @@ auto input_var(X const& x) {
 template <class T, int R>
 tensor<T, R> take_grad(var<T, R> const& v) {
   auto& node = *v.node();
-  if (!node.has_adjoint) return tensor<T, R>(v.shape());
+  tensor<T, R> g = std::move(node.grad());
   node.has_adjoint = false;
-  return std::move(node.adjoint);
+  return g;
 }
 
 template <class O>
@@ -72,9 +72,10 @@ auto evaluate_and_backward(Policy const& policy, O const& out, tape& t) {
       value = T(out);
     } else {
       index_t const n = out.reduced_size();
-      bool const mean = std::is_same_v<typename O::op_type, ops::mean_red>;
-      T const sum = backward_pass<true>(policy, producer, constant_upstream<T>{mean ? T(1) / T(n) : T(1)});
-      value = mean ? sum / T(n) : sum;
+      if constexpr (std::is_same_v<typename O::op_type, ops::mean_red>)
+        value = backward_pass<true>(policy, producer, constant_upstream<T>{T(1) / T(n)}) / T(n);
+      else
+        value = backward_pass<true>(policy, producer, unit_upstream{});
     }
     t.backward_and_clear();
     return value;
@@ -100,28 +101,74 @@ auto unwrap_single(Grads&& grads) {
 
 }  // namespace detail
 
-// (f(x...), gradient of f with respect to each x) for f returning a scalar: a rank-0 expression
-// or var. One input gives one tensor, several a std::tuple of tensors. Inputs are vars, tensors
-// or views of float or double.
-template <policy P, class F, class... X>
-auto value_and_grad(P const& policy, F&& f, X const&... x) {
+// Where value_and_grad writes the gradients, instead of returning new tensors:
+//   float L = kiln::value_and_grad(f, kiln::into(gx, gy), x, y);
+// gx and gy are tensors of the inputs' element types and ranks; ones of the inputs' shapes are
+// written in place (no allocation in a loop that calls this again), others are resized.
+template <class... G>
+struct gradients_into {
+  std::tuple<G&...> targets;
+};
+template <class... G>
+gradients_into<G...> into(G&... targets) {
+  return {std::tie(targets...)};
+}
+
+namespace detail {
+
+// Runs f on fresh vars over the inputs and back-propagates its scalar result; returns the value
+// and the input vars, whose adjoints hold the gradients.
+template <class P, class F, class Lend, class... X>
+auto run_value_and_grad(P const& policy, F& f, Lend lend, X const&... x) {
   static_assert(sizeof...(X) > 0, "kiln::value_and_grad: give f's inputs after f");
-  detail::tape_scope scope;
-  auto const inputs = std::tuple{detail::input_var(x)...};
-  auto const out = detail::call(f, inputs);
+  tape_scope scope;
+  auto const inputs = std::tuple{input_var(x)...};
+  lend(inputs);
+  auto const out = call(f, inputs);
   using O = std::remove_cvref_t<decltype(out)>;
   static_assert(expression<O>, "kiln::value_and_grad: f must return a kiln expression or var");
   static_assert(O::rank == 0,
                 "kiln::value_and_grad: f must return a scalar (rank 0), such as a sum or mean; use kiln::vjp with a "
                 "cotangent for other outputs");
-  auto const value = detail::evaluate_and_backward(policy, out, scope.get());
-  auto grads = std::apply([](auto const&... v) { return std::tuple{detail::take_grad(v)...}; }, inputs);
-  return std::pair{value, detail::unwrap_single(std::move(grads))};
+  auto const value = evaluate_and_backward(policy, out, scope.get());
+  return std::pair{value, inputs};
+}
+
+}  // namespace detail
+
+// (f(x...), gradient of f with respect to each x) for f returning a scalar: a rank-0 expression
+// or var. One input gives one tensor, several a std::tuple of tensors. Inputs are vars, tensors
+// or views of float or double.
+template <policy P, class F, class... X>
+auto value_and_grad(P const& policy, F&& f, X const&... x) {
+  auto const run = detail::run_value_and_grad(policy, f, [](auto const&) {}, x...);
+  auto grads = std::apply([](auto const&... v) { return std::tuple{detail::take_grad(v)...}; }, run.second);
+  return std::pair{run.first, detail::unwrap_single(std::move(grads))};
 }
 template <class F, class... X>
   requires(!policy<std::remove_cvref_t<F>>)
 auto value_and_grad(F&& f, X const&... x) {
   return value_and_grad(default_policy{}, std::forward<F>(f), x...);
+}
+// The same, writing the gradients into kiln::into(g...); returns f's value.
+template <policy P, class F, class... G, class... X>
+auto value_and_grad(P const& policy, F&& f, gradients_into<G...> out, X const&... x) {
+  static_assert(sizeof...(G) == sizeof...(X), "kiln::into: give one gradient tensor per input");
+  auto lend = [&](auto const& inputs) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (std::get<I>(inputs).node()->lend_adjoint(std::move(std::get<I>(out.targets))), ...);
+    }(std::index_sequence_for<X...>{});
+  };
+  auto const run = detail::run_value_and_grad(policy, f, lend, x...);
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    ((std::get<I>(out.targets) = detail::take_grad(std::get<I>(run.second))), ...);
+  }(std::index_sequence_for<X...>{});
+  return run.first;
+}
+template <class F, class... G, class... X>
+  requires(!policy<std::remove_cvref_t<F>>)
+auto value_and_grad(F&& f, gradients_into<G...> out, X const&... x) {
+  return value_and_grad(default_policy{}, std::forward<F>(f), out, x...);
 }
 
 // f's gradient as a callable: kiln::grad(f)(x, y) is value_and_grad(f, x, y).second.

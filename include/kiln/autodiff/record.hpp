@@ -61,7 +61,14 @@ struct boundary_upstream {
   }
 };
 
-// The same dL/dx everywhere: the single-pass loss sum (1) or mean (1 / n).
+// dL/dx = 1 everywhere, known at compile time (multiplications by it vanish): a single-pass sum.
+struct unit_upstream {
+  template <class P>
+  KILN_ALWAYS_INLINE P operator()(P const&) const noexcept {
+    return P(1);
+  }
+};
+// The same dL/dx everywhere: a single-pass mean (1 / n).
 template <class T>
 struct constant_upstream {
   T value;

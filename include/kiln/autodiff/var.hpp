@@ -23,6 +23,7 @@ struct var_node {
   tensor_view<T, R> value;
   tensor<T, R> adjoint;
   bool has_adjoint = false;
+  bool adjoint_lent = false;  // a caller's buffer (kiln::into), contents not written yet
   bool requires_grad = true;
   std::uint64_t tape_id = 0;  // the tape and contents that recorded it; 0 for a leaf
 
@@ -34,16 +35,27 @@ struct var_node {
     if (!has_adjoint) {
       adjoint = tensor<T, R>(value.shape());
       has_adjoint = true;
+    } else if (adjoint_lent) {
+      adjoint = T(0);
+      adjoint_lent = false;
     }
     return adjoint;
   }
   // The adjoint for a backward loop that writes every element before reading any: left
   // uninitialised when it does not exist yet. Returns whether the loop may overwrite it.
   bool prepare_overwrite() {
-    if (has_adjoint) return false;
-    adjoint = tensor<T, R>(value.shape(), uninitialized);
+    if (has_adjoint && !adjoint_lent) return false;
+    if (!has_adjoint) adjoint = tensor<T, R>(value.shape(), uninitialized);
     has_adjoint = true;
+    adjoint_lent = false;
     return true;
+  }
+  // Takes a buffer to hold the adjoint (reshaped if its shape differs); its contents are ignored.
+  void lend_adjoint(tensor<T, R>&& buffer) {
+    if (buffer.shape() != value.shape()) buffer = tensor<T, R>(value.shape(), uninitialized);
+    adjoint = std::move(buffer);
+    has_adjoint = true;
+    adjoint_lent = true;
   }
   bool is_leaf() const noexcept { return tape_id == 0; }
 };
@@ -131,6 +143,7 @@ class var {
   void zero_grad() const noexcept {
     node_->adjoint = tensor<T, R>(extents<R>{}, uninitialized);
     node_->has_adjoint = false;
+    node_->adjoint_lent = false;
   }
   bool requires_grad() const noexcept { return node_->requires_grad; }
   // Only leaves can change their mind: a computed var's dependence on its inputs is a fact.
