@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the benchmarks (bench/elementwise.cpp, bench/reduce.cpp) in their own tree and prints
+# Builds the benchmarks (bench/elementwise.cpp, bench/reduce.cpp, bench/grad.cpp) in their own tree and prints
 # the results as one markdown table.
 #
 #   bench/run.sh [extra Google Benchmark flags...]     e.g. bench/run.sh --benchmark_filter=W1
@@ -13,7 +13,7 @@
 #                         all benchmarks run in random order, so a burst of load on the shared
 #                         machine spreads over every implementation instead of hitting one
 #   KILN_BENCH_JSON       where the raw JSON goes (default: <build dir>/bench.json; one file per
-#                         binary, bench-elementwise.json and bench-reduce.json)
+#                         binary: bench-elementwise.json, bench-reduce.json, bench-grad.json)
 #   KILN_BENCH_TABLE      if set, the table is also written to this file
 set -euo pipefail
 
@@ -27,7 +27,7 @@ json="${KILN_BENCH_JSON:-$build/bench.json}"
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_BENCH=ON \
   -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build "$build" --target kiln_bench_elementwise kiln_bench_reduce -j"$(nproc)"
+cmake --build "$build" --target kiln_bench_elementwise kiln_bench_reduce kiln_bench_grad -j"$(nproc)"
 
 echo "load before the run: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)" >&2
 pin=()
@@ -35,7 +35,7 @@ if command -v taskset >/dev/null 2>&1; then pin=(taskset -c "$cpu"); else echo "
 
 # Google Benchmark 1.7 takes --benchmark_min_time as plain seconds (1.8 also accepts "0.5s").
 jsons=()
-for bench in elementwise reduce; do
+for bench in elementwise reduce grad; do
   out="${json%.json}-$bench.json"
   "${pin[@]}" "$build/bench/kiln_bench_$bench" \
     --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
@@ -46,11 +46,12 @@ done
 echo "load after the run:  $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 python3 - "${KILN_BENCH_TABLE:-}" "${jsons[@]}" <<'EOF'
-import json, sys
+import json, os, sys
 from collections import defaultdict
 
 table_out, paths = sys.argv[1], sys.argv[2:]
-data = {"benchmarks": [b for p in paths for b in json.load(open(p))["benchmarks"]]}
+# A binary whose benchmarks the filter excludes writes an empty file.
+data = {"benchmarks": [b for p in paths if os.path.getsize(p) > 0 for b in json.load(open(p))["benchmarks"]]}
 ns = {}       # (workload, impl, n) -> median ns per element
 cv = {}       # (workload, impl, n) -> coefficient of variation of the time, in %
 extras = defaultdict(dict)
