@@ -21,22 +21,53 @@
 namespace kiln {
 namespace detail {
 
-// A fresh var over an input's memory (a var's value, a tensor or a view), with its own adjoint;
-// a non-contiguous view is copied first.
+// The node of a fresh var over an input's memory (a var's value, a tensor or a view), with an
+// adjoint of its own; a non-contiguous view is copied first.
 template <class X>
-auto input_var(X const& x) {
+auto input_node(X const& x) {
   if constexpr (requires { X::is_kiln_var; }) {
-    return var<typename X::value_type, X::rank>::borrow(x.value());
+    return var_node<typename X::value_type, X::rank>(x.value());
   } else {
     auto const v = as_view(x);
     using T = std::remove_const_t<typename decltype(v)::value_type>;
     constexpr int R = decltype(v)::rank;
     static_assert(std::is_floating_point_v<T>, "kiln: gradients are taken with respect to float or double tensors");
-    if (!v.is_contiguous()) return var<T, R>(tensor<T, R>(v));
+    if (!v.is_contiguous()) return var_node<T, R>(tensor<T, R>(v));
     // The var only reads this memory; the const is restored by the var's read-only leaves.
-    return var<T, R>::borrow(tensor_view<T, R>(const_cast<T*>(v.data()), v.shape()));
+    return var_node<T, R>(tensor_view<T, R>(const_cast<T*>(v.data()), v.shape()));
   }
 }
+
+// f's input vars for one call of the functional API: their nodes live here, built in place, and
+// the vars handed to f refer to them (f's vars must not outlive the call, as JAX's tracers).
+template <std::size_t I, class Node>
+struct node_slot {
+  Node node;
+};
+template <std::size_t I, class Node>
+Node& node_at(node_slot<I, Node>& slot) noexcept {
+  return slot.node;
+}
+template <class Indices, class... Nodes>
+struct node_slots;
+template <std::size_t... I, class... Nodes>
+struct node_slots<std::index_sequence<I...>, Nodes...> : node_slot<I, Nodes>... {};
+
+template <class T, int R>
+var<T, R> var_over(var_node<T, R>& node) {
+  return var<T, R>::over(node);
+}
+
+template <class... X>
+struct input_vars {
+  node_slots<std::index_sequence_for<X...>, decltype(input_node(std::declval<X const&>()))...> nodes;
+
+  auto vars() {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple{var_over(node_at<I>(nodes))...};
+    }(std::index_sequence_for<X...>{});
+  }
+};
 
 template <class T, int R>
 tensor<T, R> take_grad(var<T, R> const& v) {
@@ -117,12 +148,13 @@ gradients_into<G...> into(G&... targets) {
 namespace detail {
 
 // Runs f on fresh vars over the inputs and back-propagates its scalar result; returns the value
-// and the input vars, whose adjoints hold the gradients.
-template <class P, class F, class Lend, class... X>
-auto run_value_and_grad(P const& policy, F& f, Lend lend, X const&... x) {
+// and what finish(input vars) makes of their adjoints, the gradients.
+template <class P, class F, class Lend, class Finish, class... X>
+auto run_value_and_grad(P const& policy, F& f, Lend lend, Finish finish, X const&... x) {
   static_assert(sizeof...(X) > 0, "kiln::value_and_grad: give f's inputs after f");
   tape_scope scope;
-  auto const inputs = std::tuple{input_var(x)...};
+  input_vars<X...> scoped{{{input_node(x)}...}};
+  auto const inputs = scoped.vars();
   lend(inputs);
   auto const out = call(f, inputs);
   using O = std::remove_cvref_t<decltype(out)>;
@@ -131,7 +163,7 @@ auto run_value_and_grad(P const& policy, F& f, Lend lend, X const&... x) {
                 "kiln::value_and_grad: f must return a scalar (rank 0), such as a sum or mean; use kiln::vjp with a "
                 "cotangent for other outputs");
   auto const value = evaluate_and_backward(policy, out, scope.get());
-  return std::pair{value, inputs};
+  return std::pair{value, finish(inputs)};
 }
 
 }  // namespace detail
@@ -141,9 +173,10 @@ auto run_value_and_grad(P const& policy, F& f, Lend lend, X const&... x) {
 // or views of float or double.
 template <policy P, class F, class... X>
 auto value_and_grad(P const& policy, F&& f, X const&... x) {
-  auto const run = detail::run_value_and_grad(policy, f, [](auto const&) {}, x...);
-  auto grads = std::apply([](auto const&... v) { return std::tuple{detail::take_grad(v)...}; }, run.second);
-  return std::pair{run.first, detail::unwrap_single(std::move(grads))};
+  auto take_all = [](auto const& inputs) {
+    return detail::unwrap_single(std::apply([](auto const&... v) { return std::tuple{detail::take_grad(v)...}; }, inputs));
+  };
+  return detail::run_value_and_grad(policy, f, [](auto const&) {}, take_all, x...);
 }
 template <class F, class... X>
   requires(!policy<std::remove_cvref_t<F>>)
@@ -159,11 +192,13 @@ auto value_and_grad(P const& policy, F&& f, gradients_into<G...> out, X const&..
       (std::get<I>(inputs).node()->lend_adjoint(std::move(std::get<I>(out.targets))), ...);
     }(std::index_sequence_for<X...>{});
   };
-  auto const run = detail::run_value_and_grad(policy, f, lend, x...);
-  [&]<std::size_t... I>(std::index_sequence<I...>) {
-    ((std::get<I>(out.targets) = detail::take_grad(std::get<I>(run.second))), ...);
-  }(std::index_sequence_for<X...>{});
-  return run.first;
+  auto give_back = [&](auto const& inputs) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((std::get<I>(out.targets) = detail::take_grad(std::get<I>(inputs))), ...);
+    }(std::index_sequence_for<X...>{});
+    return 0;
+  };
+  return detail::run_value_and_grad(policy, f, lend, give_back, x...).first;
 }
 template <class F, class... G, class... X>
   requires(!policy<std::remove_cvref_t<F>>)
@@ -182,7 +217,8 @@ auto grad(F f) {
 template <class F, class C, class... X>
 auto vjp(F&& f, C const& cotangent, X const&... x) {
   detail::tape_scope scope;
-  auto const inputs = std::tuple{detail::input_var(x)...};
+  detail::input_vars<X...> scoped{{{detail::input_node(x)}...}};
+  auto const inputs = scoped.vars();
   auto const out = detail::call(f, inputs);
   using O = std::remove_cvref_t<decltype(out)>;
   static_assert(expression<O>, "kiln::vjp: f must return a kiln expression or var");
@@ -237,7 +273,8 @@ gradcheck_result gradcheck_double(F& f, gradcheck_options const& o, X&... x) {
   // f's output, forward only (through the same statement code the gradient runs).
   auto project = [&](auto const&... in) {
     no_grad_guard no_grad;
-    auto const inputs = std::tuple{input_var(in)...};
+    input_vars<std::remove_cvref_t<decltype(in)>...> scoped{{{input_node(in)}...}};
+    auto const inputs = scoped.vars();
     auto const out = call(f, inputs);
     using O = std::remove_cvref_t<decltype(out)>;
     if constexpr (is_var<O>) return detach(out);

@@ -19,6 +19,9 @@ namespace detail {
 // duration of a kiln::value_and_grad call.
 template <class T, int R>
 struct var_node {
+  using value_type = T;
+  static constexpr int rank = R;
+
   tensor<T, R> storage;
   tensor_view<T, R> value;
   tensor<T, R> adjoint;
@@ -179,10 +182,11 @@ class var {
   var_leaf<T, R> as_leaf() const { return var_leaf<T, R>(node_); }
   std::shared_ptr<detail::var_node<T, R>> const& node() const noexcept { return node_; }
 
-  // For the functional API: a var over the caller's memory, with an adjoint of its own.
-  static var borrow(tensor_view<T, R> value) {
+  // For the functional API: a var over a node that outlives every use of the var (f's inputs,
+  // on value_and_grad's stack). No control block: copying it costs no atomic operation.
+  static var over(detail::var_node<T, R>& node) {
     var v;
-    v.node_ = std::make_shared<detail::var_node<T, R>>(value);
+    v.node_ = std::shared_ptr<detail::var_node<T, R>>(std::shared_ptr<void>(), &node);
     return v;
   }
 
