@@ -19,23 +19,27 @@ struct domain {
   double lo = -2, hi = 2;
 };
 
-// Checks fn (applied to vars), with the inputs broadcast against each other: [3, 5], then
-// [1, 5], then [3, 1]. A tensor output goes through the tape's statement loop; a scalar one (a
+// Checks fn (applied to vars), with the inputs broadcast against each other in three layouts:
+// [3, 5] [1, 5] [3, 1]; [2, 1] [1, 6] [2, 6]; [1, 1] [4, 3] [1, 3]. A tensor output goes through the tape's statement loop; a scalar one (a
 // loss) through value_and_grad's single-pass loop.
 template <class Fn, class... D>
 void check_op(char const* name, Fn fn, D... domains) {
   CAPTURE(name);
-  std::array<std::array<index_t, 2>, 3> const shapes{{{3, 5}, {1, 5}, {3, 1}}};
-  std::size_t k = 0;
-  auto next = [&](domain d) {
-    ++k;
-    return uniform(shapes[k - 1], d.lo, d.hi, k);
-  };
-  auto inputs = std::tuple{next(domains)...};  // braces: evaluated in order
-  std::apply([&](auto const&... x) {
-    auto const r = kiln::gradcheck(fn, x...);
-    CHECK_MESSAGE(r.ok, r.message);
-  }, inputs);
+  // Same ranks, so every layout runs the same instantiations.
+  using shapes = std::array<std::array<index_t, 2>, 3>;
+  for (shapes const& layout : {shapes{{{3, 5}, {1, 5}, {3, 1}}}, shapes{{{2, 1}, {1, 6}, {2, 6}}}, shapes{{{1, 1}, {4, 3}, {1, 3}}}}) {
+    CAPTURE(layout);
+    std::size_t k = 0;
+    auto next = [&](domain d) {
+      ++k;
+      return uniform(layout[k - 1], d.lo, d.hi, k);
+    };
+    auto inputs = std::tuple{next(domains)...};  // braces: evaluated in order
+    std::apply([&](auto const&... x) {
+      auto const r = kiln::gradcheck(fn, x...);
+      CHECK_MESSAGE(r.ok, r.message);
+    }, inputs);
+  }
 }
 
 }  // namespace
