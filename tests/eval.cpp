@@ -304,6 +304,159 @@ TEST_CASE("the planner merges dimensions that are contiguous for every operand")
   }
 }
 
+TEST_CASE("the flat plan is the plan the merging finds, and declines every other layout") {
+  using kiln::index_t;
+  using kiln::detail::leaf_strides;
+  using kiln::detail::loop_plan;
+  struct layout {
+    kiln::extents<3> shape, out;
+    leaf_strides<3, 2> leaves;
+    bool flat;
+  };
+  layout const layouts[] = {
+      {{2, 3, 4}, {12, 4, 1}, {{{12, 4, 1}, {0, 0, 0}}}, true},         // same order, and a scalar
+      {{2, 1, 4}, {4, 999, 1}, {{{4, -7, 1}, {0, 5, 0}}}, true},        // extent-1 strides are ignored
+      {{1, 1, 1}, {5, 6, 7}, {{{1, 2, 3}, {0, 0, 0}}}, true},           // a single element: strides 0
+      {{1, 1, 5}, {5, 5, 1}, {{{0, 0, 1}, {3, 2, 0}}}, true},           // a row, and a scalar
+      {{2, 3, 4}, {12, 4, 1}, {{{12, 4, 1}, {0, 0, 1}}}, false},        // a broadcast row
+      {{2, 3, 4}, {12, 4, 1}, {{{0, 4, 1}, {12, 4, 1}}}, false},        // broadcast along the first dim
+      {{2, 3, 4}, {24, 8, 1}, {{{24, 8, 1}, {24, 8, 1}}}, false},       // padded rows (a slice)
+      {{2, 3, 4}, {12, 4, 1}, {{{1, 2, 6}, {12, 4, 1}}}, false},        // a permuted leaf
+      {{2, 3, 4}, {1, 2, 6}, {{{1, 2, 6}, {1, 2, 6}}}, false},          // column-major: merging's job
+  };
+  for (auto const& l : layouts) {
+    CAPTURE(l.shape[0]);
+    CAPTURE(l.out[0]);
+    CAPTURE(l.leaves[0][0]);
+    auto flat_leaves = l.leaves, merged_leaves = l.leaves;
+    loop_plan<3> flat_plan, merged_plan;
+    bool const flat = kiln::detail::make_flat_plan<3>(l.shape, l.out, flat_leaves, flat_plan);
+    kiln::detail::merge_plan<3>(l.shape, l.out, merged_leaves, merged_plan);
+    CHECK(flat == l.flat);
+    if (flat) {
+      REQUIRE(merged_plan.dims == 1);
+      CHECK(flat_plan.dims == 1);
+      CHECK(flat_plan.shape[0] == merged_plan.shape[0]);
+      CHECK(flat_plan.out_strides[0] == merged_plan.out_strides[0]);
+      for (int k = 0; k < 2; ++k) CHECK(flat_leaves[k][0] == merged_leaves[k][0]);
+    } else {
+      CHECK(flat_leaves == l.leaves);  // declined: nothing changed
+    }
+  }
+}
+
+TEST_CASE("flat assignments: tails, single elements, broadcast scalars, unaligned and aliased memory") {
+  kiln::tensor<float, 0> s0 = kiln::full<float>(kiln::extents<0>{}, 0.75f);
+  kiln::tensor<float, 1> s1 = {-0.5f};
+  SUBCASE("every length around the SIMD width, at every misalignment, both policies") {
+    for (int offset = 0; offset < float_lanes; ++offset) {
+      for (int n = 0; n <= 3 * float_lanes + 1; ++n) {
+        std::vector<float> in(n + 2 * offset + 1), out(n + offset + 1, -9.f), ref(n);
+        for (std::size_t i = 0; i < in.size(); ++i) in[i] = 0.25f * float(i) - 3.f;
+        auto x = kiln::view(in.data() + offset, {n});
+        auto y = kiln::view(in.data() + 2 * offset + 1, {n});
+        for (int policy : {0, 1}) {
+          auto z = kiln::view(out.data() + offset, {n});
+          auto e = x * s0 + y - s1 + 2.f;
+          if (policy == 0) kiln::eval(kiln::seq, z, e);
+          else kiln::eval(kiln::simd, z, e);
+          CAPTURE(offset);
+          CAPTURE(n);
+          CAPTURE(policy);
+          for (int i = 0; i < offset; ++i) CHECK(out[i] == -9.f);  // nothing written around the view
+          CHECK(out[offset + n] == -9.f);
+          for (int i = 0; i < n; ++i)
+            CHECK(z(i) == doctest::Approx(x(i) * 0.75f + y(i) + 0.5f + 2.f).epsilon(1e-6));
+        }
+      }
+    }
+  }
+  SUBCASE("single elements of rank 0, 1 and 3, and leading extent-1 dimensions") {
+    kiln::tensor<float, 0> r0;
+    r0 = kiln::exp(s0) * 2.f - s0;
+    CHECK(r0() == doctest::Approx(std::exp(0.75f) * 2.f - 0.75f));
+    kiln::tensor<float, 1> r1 = kiln::zeros<float>({1});
+    r1 = s1 * 3.f + s0;
+    CHECK(r1(0) == doctest::Approx(-0.75f));
+    kiln::tensor<float, 3> r3 = kiln::zeros<float>({1, 1, 1});
+    r3 = kiln::sqrt(s0 + 0.25f) + s1;
+    CHECK(r3(0, 0, 0) == doctest::Approx(0.5f));
+    auto a = kiln::randn<float>({1, 1, 2 * float_lanes + 1}, 21);
+    kiln::tensor<float, 3> r = kiln::zeros<float>({1, 1, 2 * float_lanes + 1});
+    r = a * s0 - kiln::full<float>(kiln::extents<2>{1, 1}, 1.f);
+    for (int i = 0; i < 2 * float_lanes + 1; ++i) CHECK(r(0, 0, i) == doctest::Approx(a(0, 0, i) * 0.75f - 1.f));
+  }
+  SUBCASE("empty destinations") {
+    kiln::tensor<float, 2> e = kiln::zeros<float>({3, 0});
+    e = kiln::zeros<float>({3, 0}) * s0 + s1;
+    CHECK(e.size() == 0);
+  }
+  SUBCASE("a 2-D destination with scalars of every rank") {
+    auto A = kiln::randn<float>({3, 2 * float_lanes + 5}, 22);
+    kiln::tensor<float, 2> out = kiln::zeros<float>({3, 2 * float_lanes + 5});
+    out = A * s0 + s1 - kiln::full<float>(kiln::extents<2>{1, 1}, 2.f);
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 2 * float_lanes + 5; ++j) CHECK(out(i, j) == doctest::Approx(A(i, j) * 0.75f - 2.5f));
+  }
+  SUBCASE("in place, and with a broadcast element of the destination itself") {
+    int const n = 3 * float_lanes + 2;
+    auto x = kiln::arange<float>(1, float(n + 1));
+    x = x * 2.f + s0;  // in place: each element read before it is written, no temporary
+    for (int i = 0; i < n; ++i) CHECK(x(i) == doctest::Approx(2.f * float(i + 1) + 0.75f));
+    auto y = kiln::arange<float>(1, float(n + 1));
+    y = y * 2.f + kiln::slice(y, 0, 0, 1);  // y[0] broadcast: read through a temporary, all old values
+    for (int i = 0; i < n; ++i) CHECK(y(i) == doctest::Approx(2.f * float(i + 1) + 1.f));
+  }
+}
+
+TEST_CASE("rows: leaf pointers step along the innermost outer dimension and restart after a carry") {
+  int const n = 2 * float_lanes + 3;
+  auto A = kiln::randn<float>({3, 4, n}, 31);
+  auto A_swapped = kiln::randn<float>({4, 3, n}, 32);
+  auto At = kiln::permute(A_swapped, {1, 0, 2});  // [3, 4, n], its outer dimensions swapped
+  auto b = kiln::randn<float>({4, 1}, 33);                                 // broadcast along the rows
+  auto c = kiln::randn<float>({3, 1, n}, 34);                               // repeats over dimension 1
+  auto expected = [&](int i, int j, int k) { return std::max(A(i, j, k) + At(i, j, k) * b(j, 0), 0.f) * c(i, 0, k); };
+  auto e = kiln::relu(A + At * b) * c;
+  SUBCASE("into a contiguous destination, both policies") {
+    for (int policy : {0, 1}) {
+      kiln::tensor<float, 3> out = kiln::zeros<float>({3, 4, n});
+      if (policy == 0) kiln::eval(kiln::seq, out, e);
+      else kiln::eval(kiln::simd, out, e);
+      CAPTURE(policy);
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 4; ++j)
+          for (int k = 0; k < n; ++k) CHECK(out(i, j, k) == doctest::Approx(expected(i, j, k)));
+    }
+  }
+  SUBCASE("into a strided view with an extent-1 dimension between the outer ones") {
+    auto big = kiln::full<float>({3, 1, 8, n + 5}, -7.f);
+    auto dst = kiln::slice(kiln::slice(big, 2, 1, 8, 2), 3, 2, n + 2);  // [3, 1, 4, n], padded rows
+    auto e4 = kiln::relu(kiln::unsqueeze(A, 1) + kiln::unsqueeze(At, 1) * b) * kiln::unsqueeze(c, 1);
+    dst = e4;
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 8; ++j)
+        for (int k = 0; k < n + 5; ++k) {
+          bool const inside = j % 2 == 1 && k >= 2 && k < n + 2;
+          CAPTURE(i);
+          CAPTURE(j);
+          CAPTURE(k);
+          if (inside) CHECK(big(i, 0, j, k) == doctest::Approx(expected(i, j / 2, k - 2)));
+          else CHECK(big(i, 0, j, k) == -7.f);
+        }
+  }
+  SUBCASE("a column broadcast over many rows, as a reduction reads it") {
+    auto M = kiln::randn<float>({37, n}, 35);
+    auto col = kiln::randn<float>({37, 1}, 36);
+    kiln::tensor<float, 1> sums = kiln::sum(M * col, 1);
+    for (int i = 0; i < 37; ++i) {
+      double want = 0;
+      for (int k = 0; k < n; ++k) want += double(M(i, k)) * double(col(i, 0));
+      CHECK(sums(i) == doctest::Approx(want).epsilon(1e-5));
+    }
+  }
+}
+
 TEST_CASE("to_string lists the tree, to_dot draws it") {
   auto A = kiln::zeros<float>({2, 3});
   auto b = kiln::zeros<float>({3});

@@ -68,6 +68,10 @@ struct evaluator<var_leaf<T, LeafRank>, R> : evaluator<leaf<T, LeafRank>, R> {
     value_evaluator::start_row(index, outer_dims);
     if (adjoint) adjoint_row = adjoint + (this->row - this->base);
   }
+  void next_row(int d) noexcept {
+    value_evaluator::next_row(d);
+    if (adjoint) adjoint_row += this->strides[d];
+  }
 
   void accumulate(T g, scalar_read r) const noexcept {
     if (mode == adjoint_mode::none) return;

@@ -45,11 +45,17 @@ struct evaluator<leaf<T, LeafRank>, R> {
     std::copy(s.begin(), s.end(), strides.begin());
   }
 
+  // Points the leaf at the row of the plan's outer indices `index` (planned strides).
   void start_row(plan_strides<R> const& index, int outer_dims) noexcept {
     row = base;
     for (int d = 0; d < outer_dims; ++d) row += index[d] * strides[d];
     inner = strides[outer_dims];
     if (inner == 0) splat = *row;  // read once per row: a store to the destination may alias it
+  }
+  // Moves to the next row along outer dimension d, the innermost one (for_each_row's common step).
+  void next_row(int d) noexcept {
+    row += strides[d];
+    if (inner == 0) splat = *row;
   }
   T scalar(index_t i) const noexcept { return row[i * inner]; }
 

@@ -35,21 +35,31 @@ inline constexpr bool vectorizable = [] {
 // How the leaves are read along the inner dimension of a plan: all contiguous, each contiguous or
 // broadcast (stride 0), or some other stride (gathers gain nothing over scalar loads here).
 enum class inner_reads { contiguous, mixed, strided };
-template <int R, class Ev>
-inner_reads leaf_reads(loop_plan<R> const& plan, Ev& ev) {
-  int const inner = plan.dims - 1;
-  bool contiguous = true, splat_or_contiguous = true;
-  for_each_leaf(ev, [&](auto const& leaf) {
+struct classify_inner_reads {
+  int inner;
+  bool& contiguous;
+  bool& splat_or_contiguous;
+  template <class Leaf>
+  KILN_ALWAYS_INLINE void operator()(Leaf const& leaf) const noexcept {
     contiguous = contiguous && leaf.strides[inner] == 1;
     splat_or_contiguous = splat_or_contiguous && (leaf.strides[inner] == 1 || leaf.strides[inner] == 0);
-  });
+  }
+};
+template <int R, class Ev>
+KILN_ALWAYS_INLINE inner_reads leaf_reads(loop_plan<R> const& plan, Ev& ev) {
+  bool contiguous = true, splat_or_contiguous = true;
+  visit_leaves(ev, classify_inner_reads{plan.dims - 1, contiguous, splat_or_contiguous});
   return contiguous ? inner_reads::contiguous : splat_or_contiguous ? inner_reads::mixed : inner_reads::strided;
 }
 
+// One row through the vector code.
 template <class Lane, inner_mode Mode, class T, class Ev>
 KILN_ALWAYS_INLINE void simd_row(T* row, index_t n, Ev const& shared) {
-  // A local copy: the compiler keeps its pointers in registers instead of reloading them after
-  // every store, which it must do for an object it cannot prove the stores miss.
+  // A const local copy: the compiler keeps its pointers in registers instead of reloading them
+  // after every store, which it must do for an object it cannot prove the stores miss, and can
+  // take the mixed mode's per-leaf stride tests out of the loop. When `shared` is itself a local
+  // that never escapes (run_rows below), the copy costs nothing: it becomes the few fields the
+  // row reads.
   Ev const ev = shared;
   constexpr index_t W = simd_detail::batch<Lane>::size;
   index_t i = 0;
@@ -72,8 +82,13 @@ KILN_ALWAYS_INLINE T* opaque(T* p) noexcept {
   return p;
 }
 
+// The vector kernel. Inline, as are make_plan, for_each_row and the leaf visits, and the planners
+// see copies of the strides: the evaluator of assign.hpp's run stays a local of run whose address
+// never leaves it, so the compiler knows the stores to the destination miss it. The evaluator is
+// then never copied whole, neither per assignment nor per row: for_each_row steps its leaves'
+// pointers in place and simd_row reads the few fields a row needs.
 template <int R, class T, class Ev>
-void run_rows(simd_policy const& policy, loop_plan<R> const& plan, T* out, Ev& ev) {
+KILN_ALWAYS_INLINE void run_rows(simd_policy const& policy, loop_plan<R> const& plan, T* out, Ev& ev) {
   using Node = typename Ev::node_type;
   out = opaque(out);
   if constexpr (!vectorizable<Node, T>) {
@@ -82,12 +97,14 @@ void run_rows(simd_policy const& policy, loop_plan<R> const& plan, T* out, Ev& e
     using Lane = lane_t<Node>;
     index_t const n = plan.shape[plan.dims - 1];
     inner_reads const reads = plan.out_strides[plan.dims - 1] == 1 ? leaf_reads(plan, ev) : inner_reads::strided;
-    if (reads == inner_reads::contiguous)
+    if (reads == inner_reads::contiguous) {
       for_each_row(plan, ev, [&](index_t offset, auto const&) { simd_row<Lane, inner_mode::contiguous>(out + offset, n, ev); });
-    else if (reads == inner_reads::mixed)
+    } else if (reads == inner_reads::mixed) {
       for_each_row(plan, ev, [&](index_t offset, auto const&) { simd_row<Lane, inner_mode::mixed>(out + offset, n, ev); });
-    else
-      run_rows(static_cast<seq_policy const&>(policy), plan, out, ev);
+    } else {
+      Ev copy = ev;  // the scalar loop is a call: only the copy's address leaves this function
+      run_rows(static_cast<seq_policy const&>(policy), plan, out, copy);
+    }
   }
 }
 

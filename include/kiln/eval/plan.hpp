@@ -7,6 +7,7 @@
 #include <kiln/eval/evaluator.hpp>
 
 #include <array>
+#include <tuple>
 #include <utility>
 
 namespace kiln::detail {
@@ -18,18 +19,56 @@ struct loop_plan {
   plan_strides<R> out_strides{};     // the destination's strides, planned
 };
 
-// Plans the loop for a destination of `shape`/`out_strides` and the leaves under `ev`, and
-// rewrites every leaf's strides into the planned dimensions.
-template <int R, class Ev>
-loop_plan<R> make_plan(extents<R> const& shape, extents<R> const& out_strides, Ev& ev) {
-  // Operand 0 is the destination, then the leaves in visiting order.
-  std::array<plan_strides<R>*, Ev::leaf_count> leaves{};
-  std::size_t n = 0;
-  for_each_leaf(ev, [&](auto& leaf) { leaves[n++] = &leaf.strides; });
-  plan_strides<R> dst{};
-  std::copy(out_strides.begin(), out_strides.end(), dst.begin());
+// The leaves' strides, gathered into an array for planning and written back afterwards. The
+// planners work on the array, never on pointers into the evaluator: its address must not leave
+// the function that runs the loop (see run_rows in kernels.hpp), and they depend only on R and
+// the number of leaves, not on the tree, so one instance serves every expression of that rank and
+// leaf count.
+template <int R, std::size_t N>
+using leaf_strides = std::array<plan_strides<R>, N>;
 
-  loop_plan<R> plan;
+// The common case, without the general merging below: the destination and every leaf contiguous
+// over the whole shape (extent-1 dimensions aside), each leaf reading the destination's elements
+// in order or broadcasting a single element. Plans the one flat row that the merging would find
+// (a single element plans with stride 0, as there) and returns true; otherwise returns false and
+// changes nothing.
+template <int R, std::size_t N>
+KILN_ALWAYS_INLINE bool make_flat_plan(extents<R> const& shape, extents<R> const& out_strides,
+                                       leaf_strides<R, N>& leaves, loop_plan<R>& plan) {
+  index_t size = 1;
+  int innermost = 0;  // the innermost dimension of extent > 1, if any
+  bool flat = true;
+  for (int d = R - 1; d >= 0; --d) {
+    if (shape[d] == 1) continue;
+    if (size == 1) innermost = d;
+    flat = flat && out_strides[d] == size;
+    size *= shape[d];
+  }
+  for (auto const& s : leaves) {
+    bool same = true, splat = true;
+    for (int d = 0; d < R; ++d) {
+      same = same && (shape[d] == 1 || s[d] == out_strides[d]);
+      splat = splat && (shape[d] == 1 || s[d] == 0);
+    }
+    flat = flat && (same || splat);
+  }
+  if (!flat) return false;
+  index_t const unit = size > 1 ? 1 : 0;
+  plan.dims = 1;
+  plan.shape[0] = size;
+  plan.out_strides[0] = unit;
+  for (auto& s : leaves) s[0] = s[innermost] != 0 ? unit : 0;
+  return true;
+}
+
+// The general planner: drops extent-1 dimensions, merges adjacent dimensions that are contiguous
+// for the destination and every leaf, and moves the planned dimensions to the front of every
+// stride array.
+template <int R, std::size_t N>
+void merge_plan(extents<R> const& shape, extents<R> const& out_strides, leaf_strides<R, N>& leaves,
+                loop_plan<R>& plan) {
+  plan_strides<R> dst{};
+  for (int d = 0; d < R; ++d) dst[d] = out_strides[d];
   int kept = 0;  // dimensions written so far, innermost first into slot `plan_dims<R> - 1 - kept`
   auto slot = [&](int k) { return plan_dims<R> - 1 - k; };
   for (int d = R - 1; d >= 0; --d) {
@@ -38,7 +77,7 @@ loop_plan<R> make_plan(extents<R> const& shape, extents<R> const& out_strides, E
       int const inner = slot(kept - 1);
       index_t const step = plan.shape[inner];
       bool mergeable = dst[d] == plan.out_strides[inner] * step;
-      for (auto* s : leaves) mergeable = mergeable && (*s)[d] == (*s)[inner] * step;
+      for (auto const& s : leaves) mergeable = mergeable && s[d] == s[inner] * step;
       if (mergeable) {
         plan.shape[inner] *= shape[d];
         continue;
@@ -47,37 +86,114 @@ loop_plan<R> make_plan(extents<R> const& shape, extents<R> const& out_strides, E
     int const k = slot(kept++);
     plan.shape[k] = shape[d];
     plan.out_strides[k] = dst[d];
-    for (auto* s : leaves) (*s)[k] = (*s)[d];
+    for (auto& s : leaves) s[k] = s[d];
   }
   if (kept == 0) {  // a single element
     kept = 1;
     plan.shape[slot(0)] = 1;
     plan.out_strides[slot(0)] = 0;
-    for (auto* s : leaves) (*s)[slot(0)] = 0;
+    for (auto& s : leaves) s[slot(0)] = 0;
   }
   // Shift the planned dimensions to the front.
   int const first = plan_dims<R> - kept;
   for (int k = 0; k < kept; ++k) {
     plan.shape[k] = plan.shape[first + k];
     plan.out_strides[k] = plan.out_strides[first + k];
-    for (auto* s : leaves) (*s)[k] = (*s)[first + k];
+    for (auto& s : leaves) s[k] = s[first + k];
   }
   plan.dims = kept;
+}
+
+// for_each_leaf, always inlined (so that the evaluator can stay a local of the function that runs
+// the loop, see run_rows in kernels.hpp), and used with named function objects rather than
+// lambdas: those are instantiated once per tree, not once per calling function.
+template <class Ev, class F>
+KILN_ALWAYS_INLINE void visit_leaves(Ev& ev, F const& f);
+template <class Ev, class F, std::size_t... I>
+KILN_ALWAYS_INLINE void visit_leaf_children(Ev& ev, F const& f, std::index_sequence<I...>) {
+  (visit_leaves(std::get<I>(ev.args), f), ...);
+}
+template <class Ev, class F>
+KILN_ALWAYS_INLINE void visit_leaves(Ev& ev, F const& f) {
+  if constexpr (Ev::is_leaf)
+    f(ev);
+  else if constexpr (requires { ev.args; })
+    visit_leaf_children(ev, f, std::make_index_sequence<std::tuple_size_v<decltype(ev.args)>>{});
+}
+
+template <int R, std::size_t N>
+struct gather_strides {
+  leaf_strides<R, N>& to;
+  std::size_t& k;
+  template <class Leaf>
+  KILN_ALWAYS_INLINE void operator()(Leaf const& leaf) const noexcept { to[k++] = leaf.strides; }
+};
+template <int R, std::size_t N>
+struct scatter_strides {
+  leaf_strides<R, N> const& from;
+  std::size_t& k;
+  template <class Leaf>
+  KILN_ALWAYS_INLINE void operator()(Leaf& leaf) const noexcept { leaf.strides = from[k++]; }
+};
+
+// Plans the loop for a destination of `shape`/`out_strides` and the leaves under `ev`, and
+// rewrites every leaf's strides into the planned dimensions. Inline: the common flat case costs a
+// few compares at the call; only the general merging is a call.
+template <int R, class Ev>
+KILN_ALWAYS_INLINE loop_plan<R> make_plan(extents<R> const& shape, extents<R> const& out_strides, Ev& ev) {
+  constexpr std::size_t N = Ev::leaf_count;
+  leaf_strides<R, N> strides;
+  std::size_t k = 0;
+  visit_leaves(ev, gather_strides<R, N>{strides, k});
+  loop_plan<R> plan;
+  if (!make_flat_plan<R>(shape, out_strides, strides, plan)) merge_plan<R>(shape, out_strides, strides, plan);
+  k = 0;
+  visit_leaves(ev, scatter_strides<R, N>{strides, k});
   return plan;
 }
 
-// Runs body(offset, index) for every row of the plan: `index` holds the outer dimensions' indices
-// and `offset` the destination's element offset of the row, after pointing every leaf at it.
+// What for_each_row does to every leaf: point it at the row `index` (the first row, and after a
+// carry into a further outer dimension), or move it one row along the innermost outer dimension
+// `dim`.
+template <int R>
+struct start_leaf_rows {
+  plan_strides<R> const& index;
+  int outer_dims;
+  template <class Leaf>
+  KILN_ALWAYS_INLINE void operator()(Leaf& leaf) const noexcept { leaf.start_row(index, outer_dims); }
+};
+struct next_leaf_rows {
+  int dim;
+  template <class Leaf>
+  KILN_ALWAYS_INLINE void operator()(Leaf& leaf) const noexcept { leaf.next_row(dim); }
+};
+
+// Runs body(offset, index) for every row of the plan, in row-major order: `index` holds the outer
+// dimensions' indices and `offset` the destination's element offset of the row, after pointing
+// every leaf at it. Along the innermost outer dimension (every row but the first, in 2-D) the
+// offset and the leaves' row pointers only step by that dimension's strides; the first row and
+// each carry into a further dimension compute them from the indices.
 template <int R, class Ev, class Body>
-void for_each_row(loop_plan<R> const& plan, Ev& ev, Body&& body) {
+KILN_ALWAYS_INLINE void for_each_row(loop_plan<R> const& plan, Ev& ev, Body&& body) {
   int const outer = plan.dims - 1;
+  int const last = outer - 1;  // the innermost outer dimension; -1 when the plan is one row
+  index_t const rows = outer > 0 ? plan.shape[last] : 1;
+  index_t const step = outer > 0 ? plan.out_strides[last] : 0;
   plan_strides<R> index{};
   for (;;) {
     index_t offset = 0;
     for (int d = 0; d < outer; ++d) offset += index[d] * plan.out_strides[d];
-    for_each_leaf(ev, [&](auto& leaf) { leaf.start_row(index, outer); });
-    body(offset, std::as_const(index));
-    int d = outer - 1;
+    visit_leaves(ev, start_leaf_rows<R>{index, outer});
+    for (index_t r = 1;; ++r) {
+      body(offset, std::as_const(index));
+      if (r == rows) break;
+      index[last] = r;
+      offset += step;
+      visit_leaves(ev, next_leaf_rows{last});
+    }
+    if (outer == 0) return;
+    index[last] = 0;
+    int d = last - 1;
     for (; d >= 0; --d) {
       if (++index[d] < plan.shape[d]) break;
       index[d] = 0;
