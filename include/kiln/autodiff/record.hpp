@@ -151,17 +151,12 @@ var<T, R> record_statement(Policy const& policy, Node const& node);
 // and every other boundary evaluated into a plain leaf.
 template <class Policy, class Node>
 auto lower_recording(Policy const& policy, Node const& node) {
-  if constexpr (is_materialized<Node> && differentiable<Node>) {
-    return record_statement<typename Node::value_type, Node::rank>(policy, node).as_leaf();
-  } else if constexpr (is_materialized<Node>) {
-    return lower(policy, node);
-  } else if constexpr (contains_materialized<Node>::value) {
-    return std::apply([&](auto const&... a) {
-      return map<typename Node::op_type, decltype(lower_recording(policy, a))...>(node.op(), lower_recording(policy, a)...);
-    }, node.args());
-  } else {
-    return node;
-  }
+  return replace_boundaries(node, [&]<class Boundary>(Boundary const& boundary) {
+    if constexpr (differentiable<Boundary>)
+      return record_statement<typename Boundary::value_type, Boundary::rank>(policy, boundary).as_leaf();
+    else
+      return evaluate_boundary(policy, boundary);
+  });
 }
 
 // Evaluates a statement over vars and, when it needs gradients, records it on the thread's tape.

@@ -32,20 +32,33 @@ void for_each_leaf_node(Node const& node, F&& f) {
 template <class Policy, class T, int R, class Node>
 void materialize(Policy const& policy, tensor_view<T, R> const& dst, Node const& node);
 
-// The tree with every boundary replaced by a leaf over its evaluated result.
-template <class Policy, class Node>
-auto lower(Policy const& policy, Node const& node) {
+// The tree with every boundary replaced by what replace(boundary) makes of it.
+template <class Node, class Replace>
+auto replace_boundaries(Node const& node, Replace const& replace) {
   if constexpr (is_materialized<Node>) {
-    tensor<typename Node::value_type, Node::rank> result(node.shape(), uninitialized);
-    if (result.size() != 0) materialize(policy, result.view(), node);
-    return leaf<typename Node::value_type, Node::rank>(std::move(result));
+    return replace(node);
   } else if constexpr (contains_materialized<Node>::value) {
     return std::apply([&](auto const&... a) {
-      return map<typename Node::op_type, decltype(lower(policy, a))...>(node.op(), lower(policy, a)...);
+      return map<typename Node::op_type, decltype(replace_boundaries(a, replace))...>(node.op(),
+                                                                                      replace_boundaries(a, replace)...);
     }, node.args());
   } else {
     return node;
   }
+}
+
+// A boundary evaluated into a leaf over its result.
+template <class Policy, class Node>
+auto evaluate_boundary(Policy const& policy, Node const& node) {
+  tensor<typename Node::value_type, Node::rank> result(node.shape(), uninitialized);
+  if (result.size() != 0) materialize(policy, result.view(), node);
+  return leaf<typename Node::value_type, Node::rank>(std::move(result));
+}
+
+// The tree with every boundary replaced by a leaf over its evaluated result.
+template <class Policy, class Node>
+auto lower(Policy const& policy, Node const& node) {
+  return replace_boundaries(node, [&](auto const& boundary) { return evaluate_boundary(policy, boundary); });
 }
 
 // Pairwise summation over blocks: block results enter a binary counter of partial sums, so the
