@@ -72,9 +72,8 @@ struct input_vars {
 template <class T, int R>
 tensor<T, R> take_grad(var<T, R> const& v) {
   auto& node = *v.node();
-  tensor<T, R> g = std::move(node.grad());
-  node.has_adjoint = false;
-  return g;
+  node.grad();  // zeros where no gradient arrived
+  return node.release_adjoint();
 }
 
 template <class O>

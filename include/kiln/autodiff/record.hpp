@@ -133,8 +133,7 @@ class statement_entry final : public tape_entry {
     else
       backward_pass(policy_, node_, pass_upstream{}, leaf<T, R>(g));
     // As PyTorch, a computed var does not keep its gradient: the memory goes back now.
-    out->adjoint = tensor<T, R>(extents<R>{}, uninitialized);
-    out->has_adjoint = false;
+    out->release_adjoint();
   }
   bool expired() const noexcept override { return out_.expired(); }
 

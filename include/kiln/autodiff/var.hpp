@@ -53,6 +53,12 @@ struct var_node {
     adjoint_lent = false;
     return true;
   }
+  // Gives the adjoint up (moved out) and forgets it: the next backward starts from zero.
+  tensor<T, R> release_adjoint() {
+    has_adjoint = false;
+    adjoint_lent = false;
+    return std::move(adjoint);
+  }
   // Takes a buffer to hold the adjoint (reshaped if its shape differs); its contents are ignored.
   void lend_adjoint(tensor<T, R>&& buffer) {
     if (buffer.shape() != value.shape()) buffer = tensor<T, R>(value.shape(), uninitialized);
@@ -143,11 +149,7 @@ class var {
 
   // The accumulated gradient: zeros until a backward pass reaches this var.
   tensor<T, R> const& grad() const { return node_->grad(); }
-  void zero_grad() const noexcept {
-    node_->adjoint = tensor<T, R>(extents<R>{}, uninitialized);
-    node_->has_adjoint = false;
-    node_->adjoint_lent = false;
-  }
+  void zero_grad() const { node_->release_adjoint(); }
   bool requires_grad() const noexcept { return node_->requires_grad; }
   // Only leaves can change their mind: a computed var's dependence on its inputs is a fact.
   var& requires_grad(bool on) {
