@@ -83,7 +83,7 @@ struct evaluator<var_leaf<T, LeafRank>, R> : evaluator<leaf<T, LeafRank>, R> {
     using B = simd_detail::batch<T>;
     if (mode == adjoint_mode::none) return;
     if (Mode == inner_mode::mixed && this->inner == 0) {  // broadcast along the row: sum it up
-      if constexpr (Tail) pending += xsimd::select(lane_index<B>() < B(T(r.n)), g, B(T(0)));
+      if constexpr (Tail) pending += first_lanes(g, r.n, B(T(0)));
       else pending += g;
       return;
     }
@@ -109,11 +109,6 @@ struct evaluator<var_leaf<T, LeafRank>, R> : evaluator<leaf<T, LeafRank>, R> {
     T& a = *adjoint_row;
     a = static_cast<T>((mode == adjoint_mode::overwrite ? 0.0 : static_cast<double>(a)) + row_total);
     row_total = 0;
-  }
-
-  template <class B>
-  static B lane_index() noexcept {
-    return B::load_unaligned(lane_iota<typename B::value_type, B::size>().data());
   }
 
   T* adjoint = nullptr;
@@ -320,10 +315,7 @@ void backward_row_simd(Root const& shared, index_t n, cascade<Lane, ops::sum_red
     }
     if (i < end) {
       B const p = root.step(batch_read<Lane, Mode, true>{i, end - i});
-      if constexpr (Sum) {
-        B const lane = B::load_unaligned(lane_iota<Lane, W>().data());
-        acc += xsimd::select(lane < B(Lane(end - i)), p, B(Lane(0)));
-      }
+      if constexpr (Sum) acc += first_lanes(p, end - i, B(Lane(0)));
     }
     if constexpr (Sum) total.push(simd_detail::reduce_add(acc));
     if constexpr (Mode == inner_mode::mixed) for_each_var_leaf(root, [](auto& leaf) { leaf.end_block(); });

@@ -128,6 +128,15 @@ std::array<A, W> const& lane_iota() {
   return iota;
 }
 
+// b with its lanes from n on replaced by `fill`: the unused lanes of a padded tail batch made
+// harmless (the identity of a fold, 0 for a sum).
+template <class B>
+KILN_ALWAYS_INLINE B first_lanes(B const& b, index_t n, B const& fill) {
+  using A = typename B::value_type;
+  B const lane = B::load_unaligned(lane_iota<A, index_t(B::size)>().data());
+  return xsimd::select(lane < B(A(n)), b, fill);
+}
+
 // The same with batches: four independent accumulators per block hide the add latency; the tail
 // is a padded batch whose unused lanes are replaced by the identity.
 template <class Op, class A, inner_mode Mode, class Ev>
@@ -150,9 +159,8 @@ A fold_row_simd(Ev const& shared, index_t n) {
     }
     for (; i + W <= end; i += W) acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, false>(i, W)));
     if (i < end) {
-      B const lane_index = B::load_unaligned(lane_iota<A, W>().data());
       B const p = Op::template prepare<B>(ev.template packet<A, Mode, true>(i, end - i));
-      acc1 = Op::combine(acc1, xsimd::select(lane_index < B(A(end - i)), p, identity));
+      acc1 = Op::combine(acc1, first_lanes(p, end - i, identity));
     }
     B const block = Op::combine(Op::combine(acc0, acc1), Op::combine(acc2, acc3));
     if (n <= fold_block) single = block;
