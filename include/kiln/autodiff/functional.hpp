@@ -99,7 +99,7 @@ auto evaluate_and_backward(Policy const& policy, O const& out, tape& t) {
     auto const producer = lower_recording(policy, out.arg());
     T value;
     if (!any_requires_grad(producer)) {
-      value = T(out);
+      value = T(with_arg(out, producer));  // the boundaries inside are evaluated already
     } else {
       index_t const n = out.reduced_size();
       if constexpr (std::is_same_v<typename O::op_type, ops::mean_red>)
