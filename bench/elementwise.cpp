@@ -188,34 +188,26 @@ void (*const w4_fns[4])(w4_data&) = {w4_kiln, w4_scalar, w4_xsimd, w4_eigen};
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-
-  bool ok = true;
-  // The benchmarked sizes, plus sizes that leave a scalar/vector tail (W1, W2) or few rows (W4).
-  for (index_t n : {index_t(1027), index_t(13)}) {
-    ok = verify("W1", n, w1_fns, [](w1_data const& d, impl i) { return d.out(i); }) && ok;
-    ok = verify("W2", n, w2_fns, [](w2_data const& d, impl i) { return d.out(i); }) && ok;
-  }
-  ok = verify("W4", 3 * kCols, w4_fns, [](w4_data const& d, impl i) { return d.result(i); }) && ok;
-  for (index_t n : kSizes) {
-    ok = verify("W1", n, w1_fns, [](w1_data const& d, impl i) { return d.out(i); }) && ok;
-    ok = verify("W2", n, w2_fns, [](w2_data const& d, impl i) { return d.out(i); }) && ok;
-    ok = verify("W4", n, w4_fns, [](w4_data const& d, impl i) { return d.result(i); },
-                {{"eigen_rowloop", w4_eigen_rowloop}}) && ok;
-  }
-  if (!ok) {
-    std::fprintf(stderr, "verify: implementations disagree; not benchmarking\n");
-    return 2;
-  }
-  std::fprintf(stderr, "verify: all implementations agree with the scalar loop (W1, W2, W4 at every N)\n");
-
-  register_workload("W1", w1_fns);
-  register_workload("W2", w2_fns);
-  register_workload("W4", w4_fns);
-  register_extra<w4_data>("W4/eigen_rowloop", w4_eigen_rowloop);
-
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  auto verify_all = [] {
+    bool ok = true;
+    // The benchmarked sizes, plus sizes that leave a scalar/vector tail (W1, W2) or few rows (W4).
+    for (index_t n : {index_t(1027), index_t(13)}) {
+      ok = verify("W1", n, w1_fns, [](w1_data const& d, impl i) { return d.out(i); }) && ok;
+      ok = verify("W2", n, w2_fns, [](w2_data const& d, impl i) { return d.out(i); }) && ok;
+    }
+    ok = verify("W4", 3 * kCols, w4_fns, [](w4_data const& d, impl i) { return d.result(i); }) && ok;
+    for (index_t n : kSizes) {
+      ok = verify("W1", n, w1_fns, [](w1_data const& d, impl i) { return d.out(i); }) && ok;
+      ok = verify("W2", n, w2_fns, [](w2_data const& d, impl i) { return d.out(i); }) && ok;
+      ok = verify("W4", n, w4_fns, [](w4_data const& d, impl i) { return d.result(i); },
+                  {{"eigen_rowloop", w4_eigen_rowloop}}) && ok;
+    }
+    return ok;
+  };
+  return bench_main(argc, argv, "all implementations agree with the scalar loop (W1, W2, W4 at every N)", verify_all, [] {
+    register_workload("W1", w1_fns);
+    register_workload("W2", w2_fns);
+    register_workload("W4", w4_fns);
+    register_extra<w4_data>("W4/eigen_rowloop", w4_eigen_rowloop);
+  });
 }

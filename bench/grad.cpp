@@ -548,9 +548,6 @@ std::vector<impl_entry<vec_data<W>>> vec_impls(std::vector<impl_entry<vec_data<W
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-
   bool ok = true;
   std::vector<std::function<void()>> registrations;
   // Verifies at the benchmarked sizes and the extra ones (tails, a product that does not
@@ -562,34 +559,30 @@ int main(int argc, char** argv) {
     registrations.push_back([=] { add(name, impls, sizes); });
   };
   std::vector<index_t> const sizes(std::begin(kSizes), std::end(kSizes)), ad = {16384};
-
-  std::vector<impl_entry<w5_data>> w5 = {{"scalar", w5_hand<false>}, {"xsimd", w5_hand<true>}, {"kiln", w5_kiln},
-                                         {"kiln_fwd", w5_fwd, false}};
+  auto verify_all = [&] {
+    std::vector<impl_entry<w5_data>> w5 = {{"scalar", w5_hand<false>}, {"xsimd", w5_hand<true>}, {"kiln", w5_kiln},
+                                           {"kiln_fwd", w5_fwd, false}};
 #ifdef KILN_BENCH_HAVE_TORCH
-  torch::set_num_threads(1);
-  w5.push_back({"torch", w5_torch, true, w5_torch_checked});
+    torch::set_num_threads(1);
+    w5.push_back({"torch", w5_torch, true, w5_torch_checked});
 #endif
-  workload("W5", w5, sizes, {13, 1027});
-  workload("W5chain", vec_impls<w5chain>(), sizes, {13, 1027});
-  workload("AD_sum", vec_impls<ad_sum>(), ad, {13});
-  workload("AD_prod", vec_impls<ad_prod>(), ad, {13, 1000});
-  workload("AD_lse", vec_impls<ad_lse>({{"kiln_logsumexp", vec_kiln<ad_lse, true>}}), ad, {13});
-  workload("AD_normal", vec_impls<ad_normal>({{"kiln_fused", vec_kiln<ad_normal, true>}}), ad, {13});
-  workload("AD_regression",
-           std::vector<impl_entry<reg_data>>{
-               {"scalar", reg_hand<false>}, {"xsimd", reg_hand<true>}, {"kiln", reg_kiln}, {"kiln_fwd", reg_fwd, false}},
-           ad, {2});
-  for (index_t n : {index_t(16384), index_t(14)}) ok = sv_verify(n) && ok;
-  registrations.push_back([&] { add<sv_data>("AD_sv", {{"scalar", sv_grad}, {"scalar_fwd", sv_fwd, false}}, ad); });
-
-  if (!ok) {
-    std::fprintf(stderr, "verify: implementations disagree; not benchmarking\n");
-    return 2;
-  }
-  std::fprintf(stderr, "verify: every implementation agrees with the scalar loop (W5, W5chain, AD_*; AD_sv with "
-                       "central differences)\n");
-  for (auto const& r : registrations) r();
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+    workload("W5", w5, sizes, {13, 1027});
+    workload("W5chain", vec_impls<w5chain>(), sizes, {13, 1027});
+    workload("AD_sum", vec_impls<ad_sum>(), ad, {13});
+    workload("AD_prod", vec_impls<ad_prod>(), ad, {13, 1000});
+    workload("AD_lse", vec_impls<ad_lse>({{"kiln_logsumexp", vec_kiln<ad_lse, true>}}), ad, {13});
+    workload("AD_normal", vec_impls<ad_normal>({{"kiln_fused", vec_kiln<ad_normal, true>}}), ad, {13});
+    workload("AD_regression",
+             std::vector<impl_entry<reg_data>>{
+                 {"scalar", reg_hand<false>}, {"xsimd", reg_hand<true>}, {"kiln", reg_kiln}, {"kiln_fwd", reg_fwd, false}},
+             ad, {2});
+    for (index_t n : {index_t(16384), index_t(14)}) ok = sv_verify(n) && ok;
+    registrations.push_back([&] { add<sv_data>("AD_sv", {{"scalar", sv_grad}, {"scalar_fwd", sv_fwd, false}}, ad); });
+    return ok;
+  };
+  return bench_main(
+      argc, argv, "every implementation agrees with the scalar loop (W5, W5chain, AD_*; AD_sv with central differences)",
+      verify_all, [&] {
+        for (auto const& r : registrations) r();
+      });
 }

@@ -108,4 +108,22 @@ bool verify(char const* workload, index_t n, void (*const (&fns)[4])(Data&), Out
   return ok;
 }
 
+// A bench binary's main(): Google Benchmark's flags, then verify() (every implementation against
+// the scalar loop); only if it passes are the benchmarks registered and run. `checked` says what
+// was verified.
+template <class Verify, class Register>
+int bench_main(int argc, char** argv, char const* checked, Verify verify, Register register_all) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  if (!verify()) {
+    std::fprintf(stderr, "verify: implementations disagree; not benchmarking\n");
+    return 2;
+  }
+  std::fprintf(stderr, "verify: %s\n", checked);
+  register_all();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
 }  // namespace kiln_bench

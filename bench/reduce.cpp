@@ -203,19 +203,15 @@ bool verify_all(index_t n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  bool ok = true;
-  for (index_t n : kSizes) ok = verify_all(n) && ok;
-  if (!ok) {
-    std::fprintf(stderr, "verify: implementations disagree; not benchmarking\n");
-    return 2;
-  }
-  std::fprintf(stderr, "verify: all implementations agree with the scalar loop (W3, W6, W7 at every N)\n");
-  register_workload("W3", w3_fns);
-  register_workload("W6", w6_fns);
-  register_workload("W7", w7_fns);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return bench_main(argc, argv, "all implementations agree with the scalar loop (W3, W6, W7 at every N)",
+                    [] {
+                      bool ok = true;
+                      for (index_t n : kSizes) ok = verify_all(n) && ok;
+                      return ok;
+                    },
+                    [] {
+                      register_workload("W3", w3_fns);
+                      register_workload("W6", w6_fns);
+                      register_workload("W7", w7_fns);
+                    });
 }
