@@ -64,22 +64,22 @@ def summed(nodes, lib):
     return " + ".join(f"({term(k, lib)})" for k in range(t)), 5 * t - 1
 
 
+# Per library: the include, and the parameters of f (None: an include-only translation unit).
+SOURCES = {
+    "kiln": ("#include <kiln/kiln.hpp>\n",
+             "kiln::tensor<float, 1>& z, kiln::tensor<float, 1> const& x, kiln::tensor<float, 1> const& y"),
+    "xsimd": ("#include <xsimd/xsimd.hpp>\n", None),
+    "eigen": ("#include <Eigen/Core>\n", "Eigen::ArrayXf& z, Eigen::ArrayXf const& x, Eigen::ArrayXf const& y"),
+}
+
+
 def source(lib, body):
-    if lib == "kiln":
-        head = "#include <kiln/kiln.hpp>\n"
-        if body is None:
-            return head
-        return head + ("void f(kiln::tensor<float, 1>& z, kiln::tensor<float, 1> const& x, "
-                       f"kiln::tensor<float, 1> const& y) {{\n  z = {body};\n}}\n")
-    if lib == "xsimd":
-        return "#include <xsimd/xsimd.hpp>\n"
-    if lib == "eigen":
-        head = "#include <Eigen/Core>\n"
-        if body is None:
-            return head
-        return head + ("void f(Eigen::ArrayXf& z, Eigen::ArrayXf const& x, Eigen::ArrayXf const& y) {\n"
-                       f"  z = {body};\n}}\n")
-    return "// empty translation unit\n"
+    if lib not in SOURCES:
+        return "// empty translation unit\n"
+    head, params = SOURCES[lib]
+    if body is None or params is None:
+        return head
+    return head + f"void f({params}) {{\n  z = {body};\n}}\n"
 
 
 def compile_once(cxx, flags, path, obj):
