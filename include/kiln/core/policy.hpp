@@ -6,16 +6,19 @@
 
 namespace kiln {
 
-// Policies form a fallback chain by inheritance: a backend overloads on the most specific policy
-// it implements, and overload resolution falls back to the base for everything else.
+// Host policies form a fallback chain by inheritance: a backend overloads on the most specific
+// policy it implements, and overload resolution falls back to the base for everything else.
 struct seq_policy {};                  // one thread, scalar code: the reference semantics
 struct simd_policy : seq_policy {};    // one thread, xsimd batches (the default on the host)
+struct par_policy : simd_policy {};    // all cores (OpenMP), xsimd batches in each
 
 inline constexpr seq_policy seq{};
 inline constexpr simd_policy simd{};
+inline constexpr par_policy par{};
 
 using default_policy = simd_policy;
 
+// A policy that runs on the host's memory.
 template <class P>
 concept policy = std::is_base_of_v<seq_policy, P>;
 
