@@ -72,6 +72,10 @@ struct evaluator<var_leaf<T, LeafRank>, R> : evaluator<leaf<T, LeafRank>, R> {
     value_evaluator::next_row(d);
     if (adjoint) adjoint_row += this->strides[d];
   }
+  void skip_columns(int inner_dim, index_t count) noexcept {
+    value_evaluator::skip_columns(inner_dim, count);
+    if (adjoint) adjoint += count * this->strides[inner_dim];
+  }
 
   void accumulate(T g, scalar_read r) const noexcept {
     if (mode == adjoint_mode::none) return;
@@ -114,6 +118,8 @@ struct evaluator<var_leaf<T, LeafRank>, R> : evaluator<leaf<T, LeafRank>, R> {
   T* adjoint = nullptr;
   T* adjoint_row = nullptr;
   adjoint_mode mode = adjoint_mode::none;
+  index_t adjoint_size = 0;
+  bool broadcast = false;  // several elements of the loop add into one element of the adjoint
   simd_detail::batch<T> pending = simd_detail::batch<T>(T(0));
   double row_total = 0;
 };
@@ -292,6 +298,8 @@ void bind_adjoints(Node const& node, Ev& ev, index_t size) {
     bool const exact = size > 0 && v.value.size() == size;
     ev.mode = exact && v.prepare_overwrite() ? adjoint_mode::overwrite : adjoint_mode::accumulate;
     ev.adjoint = v.grad().data();
+    ev.adjoint_size = v.value.size();
+    ev.broadcast = v.value.size() != size;
   } else if constexpr (differentiable<Node>) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (bind_adjoints(std::get<I>(node.args()), std::get<I>(ev.args), size), ...);
@@ -323,14 +331,12 @@ void backward_row_simd(Root const& shared, index_t n, cascade<Lane, ops::sum_red
   if constexpr (Mode == inner_mode::mixed) for_each_var_leaf(root, [](auto& leaf) { leaf.end_row(); });
 }
 
-// Runs the backward loop over `shape` (the producer's). With Sum, also returns the sum of the
-// producer's values, summed in blocks and pairwise like kiln::sum.
+// Runs the backward loop over a plan (or its part) on one thread. With Sum, also returns the sum
+// of the producer's values, summed in blocks and pairwise like kiln::sum.
 template <bool Sum, int R, class Policy, class Root>
-auto backward_loop(Policy const&, extents<R> const& shape, Root& root) {
+auto backward_rows(Policy const&, loop_plan<R> const& plan, Root& root) {
   using T = typename Root::value_type;
   cascade<T, ops::sum_red> total;
-  if (element_count<R>(shape) == 0) return T(0);
-  loop_plan<R> const plan = make_plan<R>(shape, extents<R>{}, root);
   index_t const n = plan.shape[plan.dims - 1];
   constexpr bool vector = std::is_base_of_v<simd_policy, Policy> && Root::batches;
   if constexpr (vector) {
@@ -353,6 +359,64 @@ auto backward_loop(Policy const&, extents<R> const& shape, Root& root) {
     if constexpr (Sum) total.push(acc);
   });
   return total.total();
+}
+
+// The same on all cores. Each thread runs its part of the plan on its own copy of the loop; a
+// broadcast leaf's adjoint, which elements of every part add into, is summed per thread into a
+// zeroed buffer of its own, and the buffers are added into the adjoint in thread order afterwards
+// (no races, and the same result for the same thread count). So is the loss.
+template <bool Sum, int R, class Root>
+auto backward_rows(par_policy const& policy, loop_plan<R> const& plan, Root& root) {
+  using T = typename Root::value_type;
+  simd_policy const& single = policy;
+  int const threads = par_threads(plan_rows(plan) * plan.shape[plan.dims - 1]);
+  if (threads == 1) return backward_rows<Sum>(single, plan, root);
+  std::vector<index_t> sizes;  // the broadcast leaves' adjoint sizes, in visiting order
+  for_each_var_leaf(root, [&](auto& leaf) {
+    if (leaf.mode != adjoint_mode::none && leaf.broadcast) sizes.push_back(leaf.adjoint_size);
+  });
+  std::vector<std::vector<T>> buffers(sizes.size() * static_cast<std::size_t>(threads));
+  for (std::size_t k = 0; k < buffers.size(); ++k) buffers[k].assign(static_cast<std::size_t>(sizes[k % sizes.size()]), T(0));
+  std::vector<T> totals(static_cast<std::size_t>(threads), T(0));
+  int used = 1;
+  par_run(threads, [&](int part, int parts) {
+    if (part == 0) used = parts;
+    plan_part const mine = split_plan(plan, part, parts, sizeof(T));
+    if (mine.count == 0) return;
+    Root local = root;
+    std::size_t k = static_cast<std::size_t>(part) * sizes.size();
+    for_each_var_leaf(local, [&](auto& leaf) {
+      if (leaf.mode == adjoint_mode::none || !leaf.broadcast) return;
+      leaf.adjoint = buffers[k++].data();
+      leaf.mode = adjoint_mode::accumulate;
+    });
+    loop_plan<R> narrowed = plan;
+    T* no_destination = nullptr;
+    narrow_to(mine, narrowed, local, no_destination);
+    totals[static_cast<std::size_t>(part)] = backward_rows<Sum>(single, narrowed, local);
+  });
+  std::size_t k = 0;
+  for_each_var_leaf(root, [&](auto& leaf) {
+    if (leaf.mode == adjoint_mode::none || !leaf.broadcast) return;
+    for (int t = 0; t < used; ++t) {
+      T const* from = buffers[static_cast<std::size_t>(t) * sizes.size() + k].data();
+      for (index_t i = 0; i < leaf.adjoint_size; ++i) leaf.adjoint[i] += from[i];
+    }
+    ++k;
+  });
+  cascade<T, ops::sum_red> total;
+  for (int t = 0; t < used; ++t) total.push(totals[static_cast<std::size_t>(t)]);
+  return total.total();
+}
+
+// Runs the backward loop over `shape` (the producer's). With Sum, also returns the sum of the
+// producer's values.
+template <bool Sum, int R, class Policy, class Root>
+auto backward_loop(Policy const& policy, extents<R> const& shape, Root& root) {
+  using T = typename Root::value_type;
+  if (element_count<R>(shape) == 0) return T(0);
+  loop_plan<R> const plan = make_plan<R>(shape, extents<R>{}, root);
+  return backward_rows<Sum>(policy, plan, root);
 }
 
 // Back-propagates through `producer` (a tree of maps and leaves, no boundaries) over its shape:

@@ -57,6 +57,8 @@ struct evaluator<leaf<T, LeafRank>, R> {
     row += strides[d];
     if (inner == 0) splat = *row;
   }
+  // Moves the leaf `count` elements along the plan's inner dimension (kiln::par's column parts).
+  void skip_columns(int inner_dim, index_t count) noexcept { base += count * strides[inner_dim]; }
   T scalar(index_t i) const noexcept { return row[i * inner]; }
 
   // A batch starting at element i of the row; with Tail, only n < batch size elements are read.

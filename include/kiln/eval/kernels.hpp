@@ -4,7 +4,7 @@
 #pragma once
 
 #include <kiln/core/policy.hpp>
-#include <kiln/eval/plan.hpp>
+#include <kiln/eval/parallel.hpp>
 
 namespace kiln::detail {
 
@@ -106,6 +106,24 @@ KILN_ALWAYS_INLINE void run_rows(simd_policy const& policy, loop_plan<R> const& 
       run_rows(static_cast<seq_policy const&>(policy), plan, out, copy);
     }
   }
+}
+
+// All cores: each thread runs its part of the plan through the single-threaded vector kernel, on
+// its own copy of the evaluator. Elementwise results are the same, bit for bit, as kiln::simd's.
+template <int R, class T, class Ev>
+void run_rows(par_policy const& policy, loop_plan<R> const& plan, T* out, Ev& ev) {
+  simd_policy const& single = policy;
+  int const threads = par_threads(plan_rows(plan) * plan.shape[plan.dims - 1]);
+  if (threads == 1) return run_rows(single, plan, out, ev);
+  par_run(threads, [&](int part, int parts) {
+    plan_part const mine = split_plan(plan, part, parts, sizeof(T));
+    if (mine.count == 0) return;
+    loop_plan<R> narrowed = plan;
+    Ev local = ev;
+    T* local_out = out;
+    narrow_to(mine, narrowed, local, local_out);
+    run_rows(single, narrowed, local_out, local);
+  });
 }
 
 }  // namespace kiln::detail

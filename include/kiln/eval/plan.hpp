@@ -17,6 +17,10 @@ struct loop_plan {
   int dims = 1;                      // planned dimensions, >= 1; the last is the inner loop
   plan_strides<R> shape{};           // planned extents
   plan_strides<R> out_strides{};     // the destination's strides, planned
+  // The rows for_each_row runs, in row-major order over the outer dimensions: all of them, or
+  // (kiln::par's part of a plan) row_count >= 0 rows from first_row on.
+  index_t first_row = 0;
+  index_t row_count = -1;
 };
 
 // The leaves' strides, gathered into an array for planning and written back afterwards. The
@@ -168,11 +172,11 @@ struct next_leaf_rows {
   KILN_ALWAYS_INLINE void operator()(Leaf& leaf) const noexcept { leaf.next_row(dim); }
 };
 
-// Runs body(offset, index) for every row of the plan, in row-major order: `index` holds the outer
-// dimensions' indices and `offset` the destination's element offset of the row, after pointing
-// every leaf at it. Along the innermost outer dimension (every row but the first, in 2-D) the
-// offset and the leaves' row pointers only step by that dimension's strides; the first row and
-// each carry into a further dimension compute them from the indices.
+// Runs body(offset, index) for every row of the plan (or of its part), in row-major order:
+// `index` holds the outer dimensions' indices and `offset` the destination's element offset of the
+// row, after pointing every leaf at it. Along the innermost outer dimension (every row but the
+// first, in 2-D) the offset and the leaves' row pointers only step by that dimension's strides;
+// the first row and each carry into a further dimension compute them from the indices.
 template <int R, class Ev, class Body>
 KILN_ALWAYS_INLINE void for_each_row(loop_plan<R> const& plan, Ev& ev, Body&& body) {
   int const outer = plan.dims - 1;
@@ -180,25 +184,32 @@ KILN_ALWAYS_INLINE void for_each_row(loop_plan<R> const& plan, Ev& ev, Body&& bo
   index_t const rows = outer > 0 ? plan.shape[last] : 1;
   index_t const step = outer > 0 ? plan.out_strides[last] : 0;
   plan_strides<R> index{};
-  for (;;) {
+  index_t left = plan.row_count;
+  if (left < 0) {
+    left = 1;
+    for (int d = 0; d < outer; ++d) left *= plan.shape[d];
+  }
+  for (index_t r = plan.first_row, d = last; d >= 0; --d) {
+    index[d] = r % plan.shape[d];
+    r /= plan.shape[d];
+  }
+  while (left > 0) {
     index_t offset = 0;
     for (int d = 0; d < outer; ++d) offset += index[d] * plan.out_strides[d];
     visit_leaves(ev, start_leaf_rows<R>{index, outer});
-    for (index_t r = 1;; ++r) {
+    for (index_t r = outer > 0 ? index[last] : 0;;) {
       body(offset, std::as_const(index));
-      if (r == rows) break;
+      if (--left == 0 || ++r == rows) break;
       index[last] = r;
       offset += step;
       visit_leaves(ev, next_leaf_rows{last});
     }
-    if (outer == 0) return;
+    if (left == 0) return;
     index[last] = 0;
-    int d = last - 1;
-    for (; d >= 0; --d) {
+    for (int d = last - 1; d >= 0; --d) {
       if (++index[d] < plan.shape[d]) break;
       index[d] = 0;
     }
-    if (d < 0) return;
   }
 }
 

@@ -319,9 +319,72 @@ void fold_rows(loop_plan<R> const& plan, Ev& ev, A* out, index_t group) {
   });
 }
 
+// Folds every row of a grouped plan (or of its part) into `out` on one thread: vector code where
+// the tree and the reads allow it, scalar otherwise.
+template <class Op, class A, class Policy, int R, class Ev>
+void fold_plan(Policy const&, loop_plan<R> const& plan, Ev& ev, A* out, index_t group) {
+  if constexpr (std::is_base_of_v<simd_policy, Policy> && simd_detail::has_batch<A> && ops::vector_foldable<A> &&
+                std::is_same_v<lane_t<typename Ev::node_type>, A>) {
+    index_t const step = plan.out_strides[plan.dims - 1];
+    inner_reads const reads = step == 0 || step == 1 ? leaf_reads(plan, ev) : inner_reads::strided;
+    if (reads == inner_reads::contiguous) return fold_rows<Op, A, inner_mode::contiguous, true>(plan, ev, out, group);
+    if (reads == inner_reads::mixed) return fold_rows<Op, A, inner_mode::mixed, true>(plan, ev, out, group);
+  }
+  fold_rows<Op, A, inner_mode::contiguous, false>(plan, ev, out, group);
+}
+
+// The same on all cores. Where the outputs split between threads (whole runs of rows folding
+// into the same outputs, or the columns of a kept inner dimension), each thread folds its own
+// outputs exactly as kiln::simd would: the same result, bit for bit. A reduction with one run of
+// rows (a full reduction, or over every outer dimension) folds each thread's rows or columns into
+// partial outputs of its own, combined in thread order: the same result for the same thread
+// count.
+template <class Op, class A, int R, class Ev>
+void fold_plan(par_policy const& policy, loop_plan<R> const& plan, Ev& ev, A* out, index_t group) {
+  simd_policy const& single = policy;
+  index_t const rows = plan_rows(plan), n = plan.shape[plan.dims - 1], runs = rows / group;
+  index_t const step = plan.out_strides[plan.dims - 1];
+  int threads = par_threads(rows * n);
+  if (runs > 1) threads = static_cast<int>(std::min<index_t>(threads, runs));
+  if (threads == 1) return fold_plan<Op>(single, plan, ev, out, group);
+  auto fold_part = [&](plan_part const& mine, A* target, index_t part_group) {
+    if (mine.count == 0) return;
+    loop_plan<R> narrowed = plan;
+    Ev local = ev;
+    narrow_to(mine, narrowed, local, target);
+    fold_plan<Op>(single, narrowed, local, target, part_group);
+  };
+  if (runs > 1) {  // whole runs per thread
+    return par_run(threads, [&](int part, int parts) {
+      auto const [b, e] = piece(runs, part, parts);
+      fold_part(plan_part{true, b * group, (e - b) * group}, out, group);
+    });
+  }
+  index_t const line = std::max<index_t>(1, 64 / index_t(sizeof(A)));
+  if (step != 0 && n >= 4 * line * threads) {  // the columns of a kept inner dimension
+    return par_run(threads, [&](int part, int parts) {
+      auto const [b, e] = piece(n, part, parts, line);
+      fold_part(plan_part{false, b, e - b}, out, group);
+    });
+  }
+  // One run: partial outputs per thread. They span the outputs' offsets (0, or i * step).
+  index_t const span = step == 0 ? 1 : (n - 1) * step + 1;
+  std::vector<A> partials(static_cast<std::size_t>(span * threads), Op::template identity<A>());
+  int used = 1;
+  par_run(threads, [&](int part, int parts) {
+    if (part == 0) used = parts;
+    plan_part const mine = split_plan(plan, part, parts, sizeof(A));
+    fold_part(mine, partials.data() + part * span, mine.by_rows ? mine.count : rows);
+  });
+  index_t const outputs = step == 0 ? 1 : n;
+  for (int t = 0; t < used; ++t)
+    for (index_t i = 0; i < outputs; ++i)
+      out[i * step] = Op::combine(out[i * step], partials[static_cast<std::size_t>(t * span + i * step)]);
+}
+
 // dst (the reduction's shape) = fold of `arg` over `axes` with Op.
 template <class Op, class Policy, class A, int R, class Arg, std::size_t N, bool Keep>
-void fold(Policy const&, tensor_view<A, R> const& dst, Arg const& arg, std::array<int, N> const& axes,
+void fold(Policy const& policy, tensor_view<A, R> const& dst, Arg const& arg, std::array<int, N> const& axes,
           std::bool_constant<Keep>) {
   constexpr int RA = Arg::rank;
   std::fill_n(dst.data(), dst.size(), Op::template identity<A>());
@@ -329,15 +392,7 @@ void fold(Policy const&, tensor_view<A, R> const& dst, Arg const& arg, std::arra
   evaluator<Arg, RA> ev(arg, arg.shape());
   loop_plan<RA> plan = make_plan<RA>(arg.shape(), reduction_strides<RA, Keep>(axes, dst.strides()), ev);
   index_t const group = group_reduced_rows(plan, ev);
-  A* const out = dst.data();
-  if constexpr (std::is_base_of_v<simd_policy, Policy> && simd_detail::has_batch<A> && ops::vector_foldable<A> &&
-                std::is_same_v<lane_t<Arg>, A>) {
-    index_t const step = plan.out_strides[plan.dims - 1];
-    inner_reads const reads = step == 0 || step == 1 ? leaf_reads(plan, ev) : inner_reads::strided;
-    if (reads == inner_reads::contiguous) return fold_rows<Op, A, inner_mode::contiguous, true>(plan, ev, out, group);
-    if (reads == inner_reads::mixed) return fold_rows<Op, A, inner_mode::mixed, true>(plan, ev, out, group);
-  }
-  fold_rows<Op, A, inner_mode::contiguous, false>(plan, ev, out, group);
+  fold_plan<Op>(policy, plan, ev, dst.data(), group);
 }
 
 // dst = index of the best element over `axes`, in row-major order over the reduced dimensions.
@@ -454,18 +509,15 @@ template <class T>
 contiguous_row(T*) -> contiguous_row<T>;
 
 // Softmax along the last dimension, one row at a time: max, sum of exp, then the write, each
-// pass over a row that is still in L1. Memory sees one read of x and one write of dst.
-template <bool Log, class Policy, class T, int R, class X>
-void softmax_rows(Policy const&, tensor_view<T, R> const& dst, X const& x) {
-  evaluator<X, R> ev(x, x.shape());
-  extents<R> row_strides = dst.strides();
-  row_strides[R - 1] = 0;  // the last dimension folds; it cannot merge with the kept ones
-  loop_plan<R> const plan = make_plan<R>(x.shape(), row_strides, ev);
-  index_t const n = x.shape()[R - 1];
+// pass over a row that is still in L1. Memory sees one read of x and one write of dst. `row` is
+// the destination of the plan's first row (contiguous rows, in the plan's order).
+template <bool Log, class Policy, class T, int R, class Ev>
+void softmax_plan_rows(Policy const&, loop_plan<R> const& plan, Ev& ev, T* row) {
+  using X = typename Ev::node_type;
+  index_t const n = plan.shape[plan.dims - 1];
   constexpr bool vector = std::is_base_of_v<simd_policy, Policy> && simd_detail::has_batch<T> &&
                           std::is_same_v<lane_t<X>, T>;
   inner_reads const reads = vector ? leaf_reads(plan, ev) : inner_reads::strided;
-  T* row = dst.data();
   auto each_row = [&]<inner_mode Mode>(std::integral_constant<inner_mode, Mode>) {
     for_each_row(plan, ev, [&](index_t, auto const&) {
       auto fold_with = [&]<class Op>(Op, auto const& source) {
@@ -504,6 +556,33 @@ void softmax_rows(Policy const&, tensor_view<T, R> const& dst, X const& x) {
   };
   if (reads == inner_reads::mixed) each_row(std::integral_constant<inner_mode, inner_mode::mixed>{});
   else each_row(std::integral_constant<inner_mode, inner_mode::contiguous>{});
+}
+
+// On all cores: whole rows per thread, each as kiln::simd computes it.
+template <bool Log, class T, int R, class Ev>
+void softmax_plan_rows(par_policy const& policy, loop_plan<R> const& plan, Ev& ev, T* row) {
+  simd_policy const& single = policy;
+  index_t const rows = plan_rows(plan), n = plan.shape[plan.dims - 1];
+  int const threads = static_cast<int>(std::min<index_t>(par_threads(rows * n), rows));
+  if (threads == 1) return softmax_plan_rows<Log>(single, plan, ev, row);
+  par_run(threads, [&](int part, int parts) {
+    auto const [b, e] = piece(rows, part, parts);
+    if (b == e) return;
+    loop_plan<R> narrowed = plan;
+    narrowed.first_row = b;
+    narrowed.row_count = e - b;
+    Ev local = ev;
+    softmax_plan_rows<Log>(single, narrowed, local, row + b * n);
+  });
+}
+
+template <bool Log, class Policy, class T, int R, class X>
+void softmax_rows(Policy const& policy, tensor_view<T, R> const& dst, X const& x) {
+  evaluator<X, R> ev(x, x.shape());
+  extents<R> row_strides = dst.strides();
+  row_strides[R - 1] = 0;  // the last dimension folds; it cannot merge with the kept ones
+  loop_plan<R> const plan = make_plan<R>(x.shape(), row_strides, ev);
+  softmax_plan_rows<Log>(policy, plan, ev, dst.data());
 }
 
 // Softmax along another dimension: three whole-tensor passes (max, sum of exp, write), each fused
