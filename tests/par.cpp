@@ -186,3 +186,10 @@ TEST_CASE("par gradients: a scalar broadcast over millions of elements keeps its
     CHECK(double(value) == doctest::Approx(6e6 * double(1e-3f)).epsilon(1e-6));
   }
 }
+
+TEST_CASE("a full reduction under a policy gives its value") {
+  auto const x = kiln::randn<float>({100000}, 9);
+  float const s = kiln::sum(kiln::par, kiln::exp(x * 0.1f));
+  CHECK(s == doctest::Approx(kiln::eval(kiln::simd, kiln::sum(kiln::exp(x * 0.1f))).item()).epsilon(1e-5));
+  CHECK(kiln::amax(kiln::seq, x) == kiln::eval(kiln::seq, kiln::amax(x)).item());
+}

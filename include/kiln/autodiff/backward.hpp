@@ -174,7 +174,9 @@ KILN_ALWAYS_INLINE auto record(Ev const& ev, Read r) {
 }
 
 template <class Op>
-concept has_grad_rule = requires { &Op::template grad<float>; } || requires { &Op::template grad<bool, float>; };
+// (The address is taken in an unevaluated operand: nvcc rejects it as a bare requirement.)
+concept has_grad_rule = requires { decltype(&Op::template grad<float>){}; } ||
+                        requires { decltype(&Op::template grad<bool, float>){}; };
 
 // g times the partial derivatives of the op at the recorded values, one per argument.
 template <class Ev, class G, class Out, class... V, std::size_t... I>

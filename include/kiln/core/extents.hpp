@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <array>
+#include <initializer_list>
 #include <span>
 #include <string>
+#include <utility>
 
 namespace kiln {
 
@@ -29,6 +31,16 @@ inline std::string shape_string(std::span<const index_t> shape) {
     s += std::to_string(shape[d]);
   }
   return s + "]";
+}
+
+// Throws shape_error("cannot broadcast [3, 4] with [5]"). Out of line and cold: callers keep
+// only a call on their error path (and GCC's inliner no longer trips -Wrestrict inside
+// std::string there).
+[[noreturn, gnu::noinline, gnu::cold]] inline void throw_broadcast_error(std::initializer_list<std::span<const index_t>> shapes) {
+  std::string message = "cannot broadcast";
+  bool first = true;
+  for (auto const& shape : shapes) message += (std::exchange(first, false) ? " " : " with ") + shape_string(shape);
+  throw shape_error(message);
 }
 
 template <std::size_t R>
@@ -60,7 +72,7 @@ extents<int(std::max(A, B))> broadcast_extents(std::array<index_t, A> const& a, 
     int const da = d - (R - int(A)), db = d - (R - int(B));
     index_t const ea = da >= 0 ? a[da] : 1, eb = db >= 0 ? b[db] : 1;
     if (ea != eb && ea != 1 && eb != 1)
-      throw shape_error("cannot broadcast " + shape_string(a) + " with " + shape_string(b));
+      throw_broadcast_error({a, b});
     out[d] = ea == 1 ? eb : ea;
   }
   return out;

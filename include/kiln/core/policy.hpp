@@ -22,4 +22,13 @@ using default_policy = simd_policy;
 template <class P>
 concept policy = std::is_base_of_v<seq_policy, P>;
 
+// Runs an assignment, a reduction or a gradient as CUDA kernels on device memory
+// (kiln::cuda_tensor): kiln::eval(kiln::cuda{}, out, expr). Not a host policy: nothing falls
+// back from it to the CPU, and the CPU policies cannot read device memory (see cuda/policy.hpp).
+struct cuda {};
+
+// Any policy: the host ones, or kiln::cuda.
+template <class P>
+concept execution_policy = policy<P> || std::is_same_v<P, cuda>;
+
 }  // namespace kiln

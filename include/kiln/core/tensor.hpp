@@ -22,6 +22,20 @@ struct nested_list<T, 0> {
   using type = T;
 };
 
+// The element count of a shape for a new tensor (host or device). Checked before multiplying: an
+// overflowed count would allocate less than the shape needs.
+template <int R>
+index_t checked_count(extents<R> const& shape) {
+  index_t n = 1;
+  for (index_t e : shape) {
+    if (e < 0) throw shape_error("negative extent in shape " + shape_string(shape));
+    if (e != 0 && n > std::numeric_limits<index_t>::max() / e)
+      throw shape_error("shape " + shape_string(shape) + " has more elements than index_t can count");
+    n *= e;
+  }
+  return n;
+}
+
 }  // namespace detail
 
 // Marker for constructors that leave elements uninitialised (kiln::empty).
@@ -50,8 +64,8 @@ class tensor {
   // Extents all zero (one element for rank 0, which is a scalar).
   tensor() : tensor(extents<R>{}) {}
   // Zero-filled.
-  explicit tensor(extents<R> const& shape) : storage_(checked_count(shape), true), shape_(shape) {}
-  tensor(extents<R> const& shape, uninitialized_t) : storage_(checked_count(shape), false), shape_(shape) {}
+  explicit tensor(extents<R> const& shape) : storage_(detail::checked_count<R>(shape), true), shape_(shape) {}
+  tensor(extents<R> const& shape, uninitialized_t) : storage_(detail::checked_count<R>(shape), false), shape_(shape) {}
   // From nested braces; ragged lists throw shape_error.
   tensor(typename detail::nested_list<T, R>::type const& values)
     requires(R >= 1)
@@ -141,17 +155,6 @@ class tensor {
   T item() const { return view().item(); }
 
  private:
-  static index_t checked_count(extents<R> const& shape) {
-    index_t n = 1;
-    for (index_t e : shape) {
-      if (e < 0) throw shape_error("negative extent in shape " + shape_string(shape));
-      // Checked before multiplying: an overflowed count would allocate less than the shape needs.
-      if (e != 0 && n > std::numeric_limits<index_t>::max() / e)
-        throw shape_error("shape " + shape_string(shape) + " has more elements than index_t can count");
-      n *= e;
-    }
-    return n;
-  }
   // The shape a new tensor takes from an expression; a rank mismatch stops here, before anything
   // else in the constructor can report a less readable error.
   template <class E>

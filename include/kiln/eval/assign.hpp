@@ -27,26 +27,48 @@ std::pair<std::uintptr_t, std::uintptr_t> byte_range(tensor_view<T, R> const& v)
   return {base + lo * sizeof(T), base + (hi + 1) * sizeof(T)};
 }
 
-// Whether evaluating `root` straight into `dst` could read an element after it was overwritten:
-// some leaf overlaps the destination's memory and does not read it element-for-element at the
-// same index (same address, same type, same broadcast strides).
+// Whether an operand `v` can be read while `dst` is written, element by element: it shares no
+// memory with dst, or it reads dst's own elements at the same index (same address, same type,
+// same broadcast strides).
+template <class T, int R, class V, int LR>
+bool reads_in_place(tensor_view<T, R> const& dst, tensor_view<V, LR> const& v) {
+  auto const [dlo, dhi] = byte_range(dst);
+  auto const [lo, hi] = byte_range(v);
+  if (dlo == dhi || lo >= dhi || dlo >= hi) return true;
+  bool same = std::is_same_v<std::remove_const_t<V>, std::remove_const_t<T>> &&
+              static_cast<void const*>(v.data()) == static_cast<void const*>(dst.data());
+  if (same) {
+    extents<R> const s = broadcast_strides<R, LR>(v.shape(), v.strides(), dst.shape());
+    for (int d = 0; same && d < R; ++d) same = dst.extent(d) == 1 || s[d] == dst.strides()[d];
+  }
+  return same;
+}
+
+// Whether two views share no memory.
+template <class T, int R, class V, int LR>
+bool disjoint(tensor_view<T, R> const& a, tensor_view<V, LR> const& b) {
+  auto const [alo, ahi] = byte_range(a);
+  auto const [blo, bhi] = byte_range(b);
+  return alo == ahi || blo == bhi || blo >= ahi || alo >= bhi;
+}
+
+// Whether evaluating `root` straight into `dst` could read an element after it was overwritten.
 template <class T, int R, class Root>
 bool needs_temporary(tensor_view<T, R> const& dst, Root const& root) {
-  auto const [dlo, dhi] = byte_range(dst);
-  if (dlo == dhi) return false;
   bool unsafe = false;
-  for_each_leaf_node(root, [&]<class V, int LR>(leaf<V, LR> const& leaf_node) {
-    auto const& v = leaf_node.view();
-    auto const [lo, hi] = byte_range(v);
-    if (lo >= dhi || dlo >= hi) return;
-    bool same = std::is_same_v<V, T> && static_cast<void const*>(v.data()) == dst.data();
-    if (same) {
-      extents<R> const s = broadcast_strides<R, LR>(v.shape(), v.strides(), dst.shape());
-      for (int d = 0; same && d < R; ++d) same = dst.extent(d) == 1 || s[d] == dst.strides()[d];
-    }
-    unsafe = unsafe || !same;
-  });
+  for_each_leaf_node(root, [&](auto const& leaf_node) { unsafe = unsafe || !reads_in_place(dst, leaf_node.view()); });
   return unsafe;
+}
+
+// Throws shape_error unless an expression of `shape` broadcasts into a destination of `dst`.
+template <std::size_t RE, std::size_t R>
+void check_assignable(std::array<index_t, RE> const& shape, std::array<index_t, R> const& dst) {
+  for (std::size_t d = 0; d < RE; ++d) {
+    index_t const want = dst[d + (R - RE)];
+    if (shape[d] != want && shape[d] != 1)
+      throw shape_error("cannot assign an expression of shape " + shape_string(shape) + " to a destination of shape " +
+                        shape_string(dst));
+  }
 }
 
 template <class Policy, class T, int R, class Root>
@@ -67,13 +89,7 @@ void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e) {
                 "kiln: the expression has a higher rank than the destination, so it cannot broadcast into it");
   static_assert(std::is_convertible_v<typename X::value_type, T>,
                 "kiln: the expression's element type does not convert to the destination's");
-  auto const& shape = e.shape();
-  for (int d = 0; d < X::rank; ++d) {
-    index_t const want = dst.extent(d + (R - X::rank));
-    if (shape[d] != want && shape[d] != 1)
-      throw shape_error("cannot assign an expression of shape " + shape_string(shape) +
-                        " to a destination of shape " + shape_string(dst.shape()));
-  }
+  check_assignable(e.shape(), dst.shape());
   if (dst.size() == 0) return;
   if constexpr (requires { typename X::element_type; })  // a tensor or view: copy its elements
     assign_node(policy, dst, leaf<typename X::value_type, X::rank>(tensor_view<typename X::value_type const, X::rank>(e)));
@@ -91,11 +107,7 @@ void assign_node(Policy const& policy, tensor_view<T, R> const& dst, Root const&
     // only when dst is exactly its result (type, shape, contiguous) and shares no memory with them.
     if constexpr (std::is_same_v<typename Root::value_type, T> && Root::rank == R) {
       bool direct = dst.shape() == root.shape() && dst.is_contiguous();
-      auto const [dlo, dhi] = byte_range(dst);
-      for_each_leaf_node(root, [&](auto const& leaf_node) {
-        auto const [lo, hi] = byte_range(leaf_node.view());
-        direct = direct && (lo >= dhi || dlo >= hi);
-      });
+      for_each_leaf_node(root, [&](auto const& leaf_node) { direct = direct && disjoint(dst, leaf_node.view()); });
       if (direct) return materialize(policy, dst, root);
     }
     run(policy, dst, lower(policy, root));

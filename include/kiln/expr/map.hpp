@@ -48,12 +48,7 @@ class map {
       }
     };
     (merge(args.shape()), ...);
-    if (!ok) {
-      std::string message = "cannot broadcast";
-      bool first = true;
-      ((message += (std::exchange(first, false) ? " " : " with ") + shape_string(args.shape())), ...);
-      throw shape_error(message);
-    }
+    if (!ok) throw_broadcast_error({std::span<const index_t>(args.shape())...});
     return shape;
   }
 

@@ -5,6 +5,7 @@
 // IWYU pragma: private, include <kiln/kiln.hpp>
 #pragma once
 
+#include <kiln/core/policy.hpp>
 #include <kiln/expr/map.hpp>
 #include <kiln/ops/arithmetic.hpp>
 #include <kiln/ops/reduction.hpp>
@@ -168,9 +169,15 @@ class softmax_node {
 //   f(x)                      every axis, a rank-0 result that converts to its value
 //   f(x, kiln::axes<0, 2>)    compile-time axes
 //   f(x, 1) / f(x, {0, 2})    run-time axes
-// each optionally followed by kiln::keepdim (and, for var and std, kiln::correction{c}).
+// each optionally followed by kiln::keepdim (and, for var and std, kiln::correction{c}), or
+//   f(policy, x)              every axis, computed at once under a policy: the value
+//                             (float s = kiln::sum(kiln::par, kiln::exp(x)))
 template <class Op>
 struct reduction_fn {
+  template <execution_policy P, expression X>
+  auto operator()(P const& policy, X&& x) const {
+    return eval(policy, (*this)(std::forward<X>(x))).item();  // kiln::eval, found through P
+  }
   template <expression X, class... Opt>
   auto operator()(X&& x, Opt... opt) const {
     constexpr int R = std::remove_cvref_t<X>::rank;
