@@ -30,3 +30,16 @@ function(kiln_target_flags target)
     target_link_options(${target} PRIVATE ${sanitize_flags})
   endif()
 endfunction()
+
+# kiln_cuda_target_flags(<target>)
+#
+# The same for kiln's CUDA tests and benchmarks (.cu files): C++20, warnings as errors from nvcc's
+# front end and from the host compiler. -Wpedantic stays off: the host compiler sees nvcc's
+# generated code, which uses GCC extensions. No sanitizers (the sanitizer build has CUDA off).
+function(kiln_cuda_target_flags target)
+  # -std=c++20 by hand: CMake before 3.26 has no CUDA20 dialect flag for nvcc.
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --Werror=all-warnings>)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Werror>)
+  endif()
+endfunction()

@@ -26,3 +26,10 @@
 #include <kiln/autodiff/functional.hpp>
 
 #include <kiln/debug/print.hpp>
+
+// The CUDA backend: the kiln::cuda tag everywhere (so that misusing it is a plain error), the
+// kernels only where nvcc compiles the translation unit.
+#include <kiln/cuda/policy.hpp>
+#if defined(__CUDACC__)
+#include <kiln/cuda/backward.hpp>
+#endif

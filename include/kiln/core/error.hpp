@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdexcept>
+#include <string>
 
 namespace kiln {
 
@@ -16,6 +17,17 @@ struct shape_error : std::invalid_argument {
 // cotangent, of a var that does not require gradients, or through a tape already consumed.
 struct gradient_error : std::logic_error {
   using std::logic_error::logic_error;
+};
+
+// A CUDA runtime call that failed (kiln::cuda{} and kiln::cuda_tensor, in code compiled by nvcc):
+// what() is "<api>: <cudaGetErrorString>", e.g. "cudaMalloc: out of memory"; api() names the call.
+struct cuda_error : std::runtime_error {
+  cuda_error(std::string const& api, std::string const& message)
+      : std::runtime_error(api + ": " + message), api_(api) {}
+  std::string const& api() const noexcept { return api_; }
+
+ private:
+  std::string api_;
 };
 
 }  // namespace kiln

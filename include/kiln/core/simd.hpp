@@ -18,9 +18,16 @@ template <class T>
 using batch_bool = xsimd::batch_bool<T, arch>;
 
 // Whether this build has vector registers for T at all (xsimd reports "unavailable" otherwise).
+// nvcc's device pass parses the host loops too, and device code cannot hold host vector
+// registers: there the host loops take their scalar paths (the host pass, which generates the
+// host code, keeps its vector loops).
 template <class T>
 inline constexpr bool has_batch =
+#if defined(__CUDA_ARCH__)
+    false;
+#else
     (std::is_same_v<T, float> || std::is_same_v<T, double>) && arch::available();
+#endif
 
 template <class T>
 inline constexpr bool is_batch = false;

@@ -40,12 +40,12 @@ class tensor_view {
   tensor_view(T* data, extents<R> const& shape) noexcept
       : tensor_view(data, shape, contiguous_strides<R>(shape)) {}
   tensor_view(tensor_view const&) = default;
-  // A mutable view converts to a read-only one.
-  operator tensor_view<T const, R>() const noexcept
-    requires(!std::is_const_v<T>)
-  {
-    return {data_, shape_, strides_};
-  }
+  // A read-only view from a mutable one. (A constructor of the read-only view rather than a
+  // conversion operator of every view: on a view that is already read-only such an operator would
+  // convert to its own type, which nvcc warns about.)
+  template <class U>
+    requires(std::is_same_v<U const, T> && !std::is_const_v<U>)
+  tensor_view(tensor_view<U, R> const& other) noexcept : tensor_view(other.data(), other.shape(), other.strides()) {}
 
   T* data() const noexcept { return data_; }
   extents<R> const& shape() const noexcept { return shape_; }

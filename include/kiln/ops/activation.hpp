@@ -21,26 +21,26 @@ using math::select;
 // and sigmoid(-100) is the subnormal it should be in float.
 struct sigmoid_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "sigmoid";
-  template <class T> T operator()(T x) const {
+  template <class T> KILN_HD T operator()(T x) const {
     using std::abs;
     T const e = math::exp(-abs(x));
     T const r = lit<T>(1) / (lit<T>(1) + e);
     return select(x >= lit<T>(0), r, e * r);
   }
-  template <class T> std::array<T, 1> grad(T g, T out, T) const { return {g * (lit<T>(1) - out) * out}; }
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T out, T) const { return {g * (lit<T>(1) - out) * out}; }
 };
 // log(x / (1 - x)), PyTorch's formula (without eps): logit(0) = -inf, logit(1) = inf, NaN outside
 // [0, 1]. Near x = 1/2 the quotient is close to 1 and its rounding swamps the small result (53 float
 // ulps at 0.499998), so from x = 1/4 on it is log1p((2x - 1) / (1 - x)), where 2x - 1 is exact.
 struct logit_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "logit";
-  template <class T> T operator()(T x) const {
+  template <class T> KILN_HD T operator()(T x) const {
     T const one_minus_x = lit<T>(1) - x;
     return select(x < lit<T>(0.25), math::log(x / one_minus_x),
                   math::log1p((x + x - lit<T>(1)) / one_minus_x));
   }
   // As torch's logit_backward without eps: NaN outside [0, 1], infinite at its ends.
-  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     T const nan(std::numeric_limits<math::element_t<T>>::quiet_NaN());
     return {select(math::either(x < lit<T>(0), x > lit<T>(1)), nan, g / (x * (lit<T>(1) - x)))};
   }
@@ -48,14 +48,14 @@ struct logit_op : math::op_base<1, op_kind::floating> {
 // max(x, 0) that keeps NaN; relu'(0) = 0 (gradients issue).
 struct relu_op : math::op_base<1, op_kind::same> {
   static constexpr std::string_view name = "relu";
-  template <class T> T operator()(T x) const {
+  template <class T> KILN_HD T operator()(T x) const {
     // On batches, max(0, x) is one instruction with the same result: x86's maxps returns its
     // second operand when either is NaN or both are zeros, so NaN and -0 pass through.
     if constexpr (simd_detail::is_batch<T>) return xsimd::max(T(0), x);
     else return select(x < T(0), T(0), x);
   }
   // torch's threshold_backward on the result: 0 where out <= 0, so at 0 too; a NaN passes g.
-  template <class T> std::array<T, 1> grad(T g, T out, T) const { return {select(out <= T(0), T(0), g)}; }
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T out, T) const { return {select(out <= T(0), T(0), g)}; }
 };
 // The exact (erf) form, x/2 (1 + erf(x / sqrt 2)) as PyTorch writes it, computed as
 // x/2 erfc(-x / sqrt 2): equal, but without the cancellation in 1 + erf for x < 0, where PyTorch's
@@ -65,7 +65,7 @@ struct relu_op : math::op_base<1, op_kind::same> {
 // x = -10 otherwise). gelu(-inf) is NaN, as in PyTorch.
 struct gelu_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "gelu";
-  template <class T> T operator()(T x) const {
+  template <class T> KILN_HD T operator()(T x) const {
     if constexpr (std::is_same_v<math::element_t<T>, float>) {
       return math::in_double(x, [](auto const& v) {
         using D = std::remove_cvref_t<decltype(v)>;
@@ -86,7 +86,7 @@ struct gelu_op : math::op_base<1, op_kind::floating> {
   }
   // Phi(x) + x phi(x), torch's gelu_backward, with Phi(x) = erfc(-x / sqrt 2) / 2 as in the forward:
   // torch's (1 + erf(x / sqrt 2)) / 2 loses most digits for x < 0.
-  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     T const cdf = lit<T>(0.5) * math::erfc(x * lit<T>(-0.70710678118654752440));
     T const pdf = lit<T>(0.39894228040143267794) * math::exp(lit<T>(-0.5) * x * x);  // 1 / sqrt(2 pi)
     return {g * (cdf + x * pdf)};
@@ -96,8 +96,8 @@ struct gelu_op : math::op_base<1, op_kind::floating> {
 // (x < -88.7 in float) where the value is still a normal number.
 struct silu_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "silu";
-  template <class T> T operator()(T x) const { return x * sigmoid_op{}(x); }
-  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+  template <class T> KILN_HD T operator()(T x) const { return x * sigmoid_op{}(x); }
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     T const s = sigmoid_op{}(x);
     return {g * s * (lit<T>(1) + x * (lit<T>(1) - s))};
   }
@@ -106,13 +106,13 @@ struct silu_op : math::op_base<1, op_kind::floating> {
 struct softplus_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "softplus";
   double beta = 1, threshold = 20;
-  template <class T> T operator()(T x) const {
+  template <class T> KILN_HD T operator()(T x) const {
     T const bx = x * lit<T>(beta);
     return select(bx > lit<T>(threshold), x, math::log1p(math::exp(bx)) / lit<T>(beta));
   }
   // torch's softplus_backward, its e^(bx) / (e^(bx) + 1) taken as the stable sigmoid(bx): the same
   // value, but not NaN once e^(bx) overflows (a threshold above 88 in float).
-  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     T const bx = x * lit<T>(beta);
     return {select(bx > lit<T>(threshold), g, g * sigmoid_op{}(bx))};
   }
@@ -121,19 +121,19 @@ struct softplus_op : math::op_base<1, op_kind::floating> {
 struct elu_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "elu";
   double alpha = 1;
-  template <class T> T operator()(T x) const {
+  template <class T> KILN_HD T operator()(T x) const {
     return select(x <= lit<T>(0), lit<T>(alpha) * math::expm1(x), x);
   }
   // torch's elu_backward from the input: alpha e^x, not out + alpha, which cancels as x -> -inf.
-  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     return {select(x <= lit<T>(0), g * lit<T>(alpha) * math::exp(x), g)};
   }
 };
 struct leaky_relu_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "leaky_relu";
   double negative_slope = 0.01;
-  template <class T> T operator()(T x) const { return select(x > lit<T>(0), x, x * lit<T>(negative_slope)); }
-  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+  template <class T> KILN_HD T operator()(T x) const { return select(x > lit<T>(0), x, x * lit<T>(negative_slope)); }
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     return {select(x > lit<T>(0), g, g * lit<T>(negative_slope))};
   }
 };
@@ -142,12 +142,12 @@ struct leaky_relu_op : math::op_base<1, op_kind::floating> {
 struct hardtanh_op : math::op_base<1, op_kind::same> {
   static constexpr std::string_view name = "hardtanh";
   double min_val = -1, max_val = 1;
-  template <class T> T operator()(T x) const {
+  template <class T> KILN_HD T operator()(T x) const {
     T const at_least_min = select(x < lit<T>(min_val), lit<T>(min_val), x);
     return select(lit<T>(max_val) < at_least_min, lit<T>(max_val), at_least_min);
   }
   // torch's hardtanh_backward: 0 at the bounds as beyond them (clamp's passes g at its bounds).
-  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     return {select(math::either(x <= lit<T>(min_val), x >= lit<T>(max_val)), T(0), g)};
   }
 };

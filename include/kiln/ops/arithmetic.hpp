@@ -21,65 +21,65 @@ using math::select;
 
 struct add_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "add";
-  template <class T> T operator()(T a, T b) const { return math::wrapping(a, b, std::plus<>{}); }
-  template <class T> std::array<T, 2> grad(T g, T, T, T) const { return {g, g}; }
+  template <class T> KILN_HD T operator()(T a, T b) const { return math::wrapping(a, b, std::plus<>{}); }
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T, T, T) const { return {g, g}; }
 };
 struct sub_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "sub";
-  template <class T> T operator()(T a, T b) const { return math::wrapping(a, b, std::minus<>{}); }
-  template <class T> std::array<T, 2> grad(T g, T, T, T) const { return {g, -g}; }
+  template <class T> KILN_HD T operator()(T a, T b) const { return math::wrapping(a, b, std::minus<>{}); }
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T, T, T) const { return {g, -g}; }
 };
 struct mul_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "mul";
-  template <class T> T operator()(T a, T b) const { return math::wrapping(a, b, std::multiplies<>{}); }
-  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const { return {g * b, g * a}; }
+  template <class T> KILN_HD T operator()(T a, T b) const { return math::wrapping(a, b, std::multiplies<>{}); }
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const { return {g * b, g * a}; }
 };
 // True division: integer inputs divide as float, as in PyTorch.
 struct div_op : op_base<2, op_kind::floating> {
   static constexpr std::string_view name = "div";
-  template <class T> T operator()(T a, T b) const { return a / b; }
+  template <class T> KILN_HD T operator()(T a, T b) const { return a / b; }
   // -g a / b^2 as torch stages it, -g ((a / b) / b), which overflows only where the result does.
-  template <class T> std::array<T, 2> grad(T g, T out, T, T b) const { return {g / b, -g * (out / b)}; }
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T out, T, T b) const { return {g / b, -g * (out / b)}; }
 };
 // -x; integers wrap (-INT_MIN = INT_MIN). Floats negate, not subtract from 0: neg(0) = -0.
 struct neg_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "neg";
-  template <class T> T operator()(T x) const {
+  template <class T> KILN_HD T operator()(T x) const {
     if constexpr (math::is_integer<T>) return math::wrapping(T(0), x, std::minus<>{});
     else return -x;
   }
-  template <class T> std::array<T, 1> grad(T g, T, T) const { return {-g}; }
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T, T) const { return {-g}; }
 };
 struct abs_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "abs";
-  template <class T> T operator()(T x) const {
+  template <class T> KILN_HD T operator()(T x) const {
     if constexpr (math::is_integer<T>) return x < 0 ? math::wrapping(T(0), x, std::minus<>{}) : x;
     else if constexpr (std::is_same_v<T, bool>) return x;
     else { using std::abs; return abs(x); }
   }
   // g * sign(x), as torch: 0 at 0 (and at NaN).
-  template <class T> std::array<T, 1> grad(T g, T, T x) const {
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     return {g * select(x < T(0), math::lit<T>(-1), select(T(0) < x, math::lit<T>(1), T(0)))};
   }
 };
 // -1, 0 or 1; sign(NaN) = 0 as PyTorch's (0 < x) - (x < 0).
 struct sign_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "sign";
-  template <class T> T operator()(T x) const {
+  template <class T> KILN_HD T operator()(T x) const {
     if constexpr (std::is_same_v<T, bool>) return x;
     else return select(T(0) < x, math::lit<T>(1), math::lit<T>(0)) - select(x < T(0), math::lit<T>(1), math::lit<T>(0));
   }
-  template <class T> std::array<T, 1> grad(T, T, T) const { return {T(0)}; }
+  template <class T> KILN_HD std::array<T, 1> grad(T, T, T) const { return {T(0)}; }
 };
 struct reciprocal_op : op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "reciprocal";
-  template <class T> T operator()(T x) const { return math::lit<T>(1) / x; }  // exact, unlike rcpps
-  template <class T> std::array<T, 1> grad(T g, T out, T) const { return {-g * (out * out)}; }
+  template <class T> KILN_HD T operator()(T x) const { return math::lit<T>(1) / x; }  // exact, unlike rcpps
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T out, T) const { return {-g * (out * out)}; }
 };
 struct square_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "square";
-  template <class T> T operator()(T x) const { return math::wrapping(x, x, std::multiplies<>{}); }
-  template <class T> std::array<T, 1> grad(T g, T, T x) const { return {g * (math::lit<T>(2) * x)}; }
+  template <class T> KILN_HD T operator()(T x) const { return math::wrapping(x, x, std::multiplies<>{}); }
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const { return {g * (math::lit<T>(2) * x)}; }
 };
 // C's pow at every edge, as torch.pow: pow(x, ±0) = 1 and pow(1, y) = 1 even for NaN,
 // pow(-1, ±inf) = 1, pow(0, y < 0) = inf, pow(-8, 1/3) = NaN. Lane by lane through std::pow:
@@ -90,7 +90,7 @@ struct square_op : op_base<1, op_kind::same> {
 struct pow_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "pow";
   static constexpr bool vectorized = false;
-  template <class T> T operator()(T a, T b) const {
+  template <class T> KILN_HD T operator()(T a, T b) const {
     if constexpr (std::is_same_v<T, bool>) {
       return a || !b;
     } else if constexpr (math::is_integer<T>) {
@@ -108,7 +108,7 @@ struct pow_op : op_base<2, op_kind::same> {
   // As torch's pow_backward_self and pow_backward_exponent: nothing flows to the base where the
   // exponent is 0 (pow(x, 0) = 1 for every x, NaN included), nor to the exponent where the base is
   // 0 and the exponent >= 0 (out * log(0) would be NaN or -inf there).
-  template <class T> std::array<T, 2> grad(T g, T out, T a, T b) const {
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T out, T a, T b) const {
     using std::pow;
     return {select(b == T(0), T(0), g * (b * pow(a, b - math::lit<T>(1)))),
             g * select(math::both(a == T(0), b >= T(0)), T(0), out * math::log(a))};
@@ -120,7 +120,7 @@ struct pow_op : op_base<2, op_kind::same> {
 struct fmod_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "fmod";
   static constexpr bool vectorized = false;
-  template <class T> T operator()(T a, T b) const {
+  template <class T> KILN_HD T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       if (b == 0) return T(0);
       if constexpr (std::is_signed_v<T>)
@@ -131,7 +131,7 @@ struct fmod_op : op_base<2, op_kind::same> {
     }
   }
   // d/db = -trunc(a / b), as torch (div with rounding_mode "trunc").
-  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const {
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const {
     using std::trunc;
     return {g, -g * trunc(a / b)};
   }
@@ -141,17 +141,17 @@ struct fmod_op : op_base<2, op_kind::same> {
 struct remainder_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "remainder";
   static constexpr bool vectorized = false;
-  template <class T> T operator()(T a, T b) const {
+  template <class T> KILN_HD T operator()(T a, T b) const {
     T r = fmod_op{}(a, b);
     if constexpr (std::is_same_v<T, bool>) return r;
     else return (r != 0 && ((b < 0) != (r < 0))) ? static_cast<T>(r + b) : r;
   }
   // d/db = -(a // b), with torch's floor division (rounding_mode "floor"), not floor(a / b).
-  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const { return {g, -g * floor_divide(a, b)}; }
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const { return {g, -g * floor_divide(a, b)}; }
   // Python's a // b as c10::div_floor_floating computes it: from the exact fmod, so that it matches
   // this remainder where the rounded a / b lands on the next integer (1 // 0.1 = 9; floor(1 / 0.1)
   // = 10).
-  template <class T> static T floor_divide(T a, T b) {
+  template <class T> KILN_HD static T floor_divide(T a, T b) {
     if (b == 0) return a / b;
     T const mod = std::fmod(a, b);
     T div = (a - mod) / b;
@@ -164,26 +164,26 @@ struct remainder_op : op_base<2, op_kind::same> {
 // NaN-propagating minimum and maximum (torch.minimum / torch.maximum).
 struct minimum_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "minimum";
-  template <class T> T operator()(T a, T b) const {
+  template <class T> KILN_HD T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<math::element_t<T>>)
       return select(math::either(math::is_nan(a), math::is_nan(b)), a + b, select(b < a, b, a));
     else return select(b < a, b, a);
   }
   // As torch: a tie splits g evenly; with a NaN both sides get g.
-  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const {
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const {
     T const half = g * math::lit<T>(0.5);
     return {select(a == b, half, select(a > b, T(0), g)), select(a == b, half, select(a < b, T(0), g))};
   }
 };
 struct maximum_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "maximum";
-  template <class T> T operator()(T a, T b) const {
+  template <class T> KILN_HD T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<math::element_t<T>>)
       return select(math::either(math::is_nan(a), math::is_nan(b)), a + b, select(a < b, b, a));
     else return select(a < b, b, a);
   }
   // As torch: a tie splits g evenly; with a NaN both sides get g.
-  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const {
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const {
     T const half = g * math::lit<T>(0.5);
     return {select(a == b, half, select(a < b, T(0), g)), select(a == b, half, select(a > b, T(0), g))};
   }
@@ -191,22 +191,22 @@ struct maximum_op : op_base<2, op_kind::same> {
 // NaN-ignoring minimum and maximum (torch.fmin / torch.fmax): a NaN loses to a number.
 struct fmin_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "fmin";
-  template <class T> T operator()(T a, T b) const {
+  template <class T> KILN_HD T operator()(T a, T b) const {
     return select(math::is_nan(a), b, select(math::is_nan(b), a, select(b < a, b, a)));
   }
   // As torch: all of g to a where a <= b or b is NaN (ties included), to b elsewhere.
-  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const {
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const {
     auto const to_a = math::either(a <= b, math::is_nan(b));
     return {select(to_a, g, T(0)), select(to_a, T(0), g)};
   }
 };
 struct fmax_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "fmax";
-  template <class T> T operator()(T a, T b) const {
+  template <class T> KILN_HD T operator()(T a, T b) const {
     return select(math::is_nan(a), b, select(math::is_nan(b), a, select(a < b, b, a)));
   }
   // As torch: all of g to a where a >= b or b is NaN (ties included), to b elsewhere.
-  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const {
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const {
     auto const to_a = math::either(a >= b, math::is_nan(b));
     return {select(to_a, g, T(0)), select(to_a, T(0), g)};
   }
@@ -216,14 +216,14 @@ struct fmax_op : op_base<2, op_kind::same> {
 struct hypot_op : op_base<2, op_kind::floating> {
   static constexpr std::string_view name = "hypot";
   static constexpr bool vectorized = false;
-  template <class T> T operator()(T a, T b) const { return std::hypot(a, b); }
-  template <class T> std::array<T, 2> grad(T g, T out, T a, T b) const { return {g * a / out, g * b / out}; }
+  template <class T> KILN_HD T operator()(T a, T b) const { return std::hypot(a, b); }
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T out, T a, T b) const { return {g * a / out, g * b / out}; }
 };
 struct copysign_op : op_base<2, op_kind::floating> {
   static constexpr std::string_view name = "copysign";
-  template <class T> T operator()(T a, T b) const { using std::copysign; return copysign(a, b); }
+  template <class T> KILN_HD T operator()(T a, T b) const { using std::copysign; return copysign(a, b); }
   // As torch's copysign_tensor_self_backward: g * out / a, 0 where a is 0 (NaN where a is inf).
-  template <class T> std::array<T, 2> grad(T g, T out, T a, T) const {
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T out, T a, T) const {
     return {g * select(a == T(0), T(0), out / a), T(0)};
   }
 };
@@ -232,7 +232,7 @@ struct copysign_op : op_base<2, op_kind::floating> {
 // atan2(±inf, ±inf) is ±pi/4 or ±3pi/4, by the sign of b.
 struct atan2_op : op_base<2, op_kind::floating> {
   static constexpr std::string_view name = "atan2";
-  template <class T> T operator()(T a, T b) const {
+  template <class T> KILN_HD T operator()(T a, T b) const {
     using std::atan2;
     if constexpr (simd_detail::is_batch<T>) {
       using xsimd::copysign, xsimd::isinf;
@@ -247,7 +247,7 @@ struct atan2_op : op_base<2, op_kind::floating> {
       return atan2(a, b);
     }
   }
-  template <class T> std::array<T, 2> grad(T g, T, T a, T b) const {
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const {
     T const r = math::lit<T>(1) / (a * a + b * b);
     return {g * b * r, g * -a * r};
   }
@@ -266,33 +266,33 @@ inline constexpr bool fused_batch_fma =
 struct fma_op : op_base<3, op_kind::same> {
   static constexpr std::string_view name = "fma";
   static constexpr bool vectorized = fused_batch_fma;
-  template <class T> T operator()(T a, T b, T c) const {
+  template <class T> KILN_HD T operator()(T a, T b, T c) const {
     if constexpr (std::is_floating_point_v<math::element_t<T>>) { using std::fma; return fma(a, b, c); }
     else return math::wrapping(math::wrapping(a, b, std::multiplies<>{}), c, std::plus<>{});
   }
-  template <class T> std::array<T, 3> grad(T g, T, T a, T b, T) const { return {g * b, g * a, g}; }
+  template <class T> KILN_HD std::array<T, 3> grad(T g, T, T a, T b, T) const { return {g * b, g * a, g}; }
 };
 // torch.lerp: a + w (b - a), in the form that is exact at both ends (chosen by |w| < 0.5, as
 // PyTorch's is_lerp_weight_small).
 struct lerp_op : op_base<3, op_kind::floating> {
   static constexpr std::string_view name = "lerp";
-  template <class T> T operator()(T a, T b, T w) const {
+  template <class T> KILN_HD T operator()(T a, T b, T w) const {
     using std::abs;
     T const d = b - a;
     return select(abs(w) < math::lit<T>(0.5), a + w * d, b - d * (math::lit<T>(1) - w));
   }
-  template <class T> std::array<T, 3> grad(T g, T, T a, T b, T w) const {
+  template <class T> KILN_HD std::array<T, 3> grad(T g, T, T a, T b, T w) const {
     return {g * (math::lit<T>(1) - w), g * w, g * (b - a)};
   }
 };
 // torch.clamp(x, lo, hi) = minimum(maximum(x, lo), hi): NaN propagates, lo > hi gives hi.
 struct clamp_op : op_base<3, op_kind::same> {
   static constexpr std::string_view name = "clamp";
-  template <class T> T operator()(T x, T lo, T hi) const { return minimum_op{}(maximum_op{}(x, lo), hi); }
+  template <class T> KILN_HD T operator()(T x, T lo, T hi) const { return minimum_op{}(maximum_op{}(x, lo), hi); }
   // As torch's clamp_backward and clamp_backward_min_max: x gets g where lo <= x <= hi (at the
   // bounds too), lo where x < lo < hi, hi where x > hi or hi < lo (then out = hi whatever x is).
   // So with lo == hi and x < lo, nothing flows anywhere, as in torch.
-  template <class T> std::array<T, 3> grad(T g, T, T x, T lo, T hi) const {
+  template <class T> KILN_HD std::array<T, 3> grad(T g, T, T x, T lo, T hi) const {
     return {select(math::both(lo <= x, x <= hi), g, T(0)), select(math::both(x < lo, lo < hi), g, T(0)),
             select(math::either(hi < x, hi < lo), g, T(0))};
   }
@@ -302,12 +302,12 @@ struct clamp_op : op_base<3, op_kind::same> {
 struct addcmul_op : op_base<3, op_kind::same> {
   static constexpr std::string_view name = "addcmul";
   double value = 1;
-  template <class T> T operator()(T a, T t1, T t2) const {
+  template <class T> KILN_HD T operator()(T a, T t1, T t2) const {
     std::multiplies<> const times;
     T const product = math::wrapping(math::wrapping(math::lit<T>(value), t1, times), t2, times);
     return math::wrapping(a, product, std::plus<>{});
   }
-  template <class T> std::array<T, 3> grad(T g, T, T, T t1, T t2) const {
+  template <class T> KILN_HD std::array<T, 3> grad(T g, T, T, T t1, T t2) const {
     return {g, g * (t2 * math::lit<T>(value)), g * (t1 * math::lit<T>(value))};
   }
 };

@@ -32,13 +32,13 @@ inline constexpr bool is_integer = std::is_integral_v<T> && !std::is_same_v<T, b
 
 // A constant of x's type (a splat for batches).
 template <class T>
-KILN_ALWAYS_INLINE T lit(double v) {
+KILN_ALWAYS_INLINE KILN_HD T lit(double v) {
   return T(static_cast<element_t<T>>(v));
 }
 
 // m ? a : b, lane by lane for batches.
 template <class M, class T>
-KILN_ALWAYS_INLINE T select(M const& m, T const& a, T const& b) {
+KILN_ALWAYS_INLINE KILN_HD T select(M const& m, T const& a, T const& b) {
   if constexpr (simd_detail::is_batch<T>)
     return xsimd::select(m, a, b);
   else
@@ -46,7 +46,7 @@ KILN_ALWAYS_INLINE T select(M const& m, T const& a, T const& b) {
 }
 
 template <class T>
-KILN_ALWAYS_INLINE auto is_nan(T const& x) {
+KILN_ALWAYS_INLINE KILN_HD auto is_nan(T const& x) {
   if constexpr (simd_detail::is_batch<T>)
     return xsimd::isnan(x);
   else if constexpr (std::is_floating_point_v<T>)
@@ -57,21 +57,21 @@ KILN_ALWAYS_INLINE auto is_nan(T const& x) {
 
 // Logical and/or/not of truth values (bool or batch_bool).
 template <class M>
-KILN_ALWAYS_INLINE M both(M const& a, M const& b) {
+KILN_ALWAYS_INLINE KILN_HD M both(M const& a, M const& b) {
   if constexpr (std::is_same_v<M, bool>)
     return a && b;
   else
     return a & b;
 }
 template <class M>
-KILN_ALWAYS_INLINE M either(M const& a, M const& b) {
+KILN_ALWAYS_INLINE KILN_HD M either(M const& a, M const& b) {
   if constexpr (std::is_same_v<M, bool>)
     return a || b;
   else
     return a | b;
 }
 template <class M>
-KILN_ALWAYS_INLINE M negate(M const& a) {
+KILN_ALWAYS_INLINE KILN_HD M negate(M const& a) {
   if constexpr (std::is_same_v<M, bool>)
     return !a;
   else
@@ -81,7 +81,7 @@ KILN_ALWAYS_INLINE M negate(M const& a) {
 // Integer arithmetic wraps (two's complement) as in PyTorch instead of overflowing into UB:
 // computed in uint64 and narrowed, which C++20 defines as modular.
 template <class T, class F>
-KILN_ALWAYS_INLINE T wrapping(T a, T b, F f) {
+KILN_ALWAYS_INLINE KILN_HD T wrapping(T a, T b, F f) {
   if constexpr (is_integer<T>)
     return static_cast<T>(f(static_cast<std::uint64_t>(a), static_cast<std::uint64_t>(b)));
   else
@@ -96,7 +96,7 @@ KILN_ALWAYS_INLINE T wrapping(T a, T b, F f) {
 // f applied to each lane of x through its scalar form, one call per element: for functions whose
 // xsimd version is too inexact to repair cheaply.
 template <class T, class F>
-KILN_ALWAYS_INLINE T per_lane(T const& x, F const& f) {
+KILN_ALWAYS_INLINE KILN_HD T per_lane(T const& x, F const& f) {
   if constexpr (simd_detail::is_batch<T>) {
     using E = element_t<T>;
     alignas(storage_alignment) E lanes[T::size];
@@ -112,7 +112,7 @@ KILN_ALWAYS_INLINE T per_lane(T const& x, F const& f) {
 // functions where xsimd's float version is inexact but its double version, rounded to float, is
 // not. Double inputs go to f as they are.
 template <class T, class F>
-KILN_ALWAYS_INLINE T in_double(T const& x, F const& f) {
+KILN_ALWAYS_INLINE KILN_HD T in_double(T const& x, F const& f) {
   if constexpr (!std::is_same_v<element_t<T>, float>) {
     return f(x);
   } else if constexpr (simd_detail::is_batch<T>) {
@@ -137,7 +137,7 @@ KILN_ALWAYS_INLINE T in_double(T const& x, F const& f) {
 // f(x) for f = e^x or 2^x, with results below the smallest normal (x < min_normal_x) computed as
 // f(x/2)^2.
 template <class T, class F>
-KILN_ALWAYS_INLINE T with_gradual_underflow(T const& x, double min_normal_x, F const& f) {
+KILN_ALWAYS_INLINE KILN_HD T with_gradual_underflow(T const& x, double min_normal_x, F const& f) {
   if constexpr (simd_detail::is_batch<T>) {
     auto const subnormal = x < lit<T>(min_normal_x);
     if (xsimd::none(subnormal)) return f(x);
@@ -148,13 +148,13 @@ KILN_ALWAYS_INLINE T with_gradual_underflow(T const& x, double min_normal_x, F c
   }
 }
 template <class T>
-KILN_ALWAYS_INLINE T exp(T const& x) {
+KILN_ALWAYS_INLINE KILN_HD T exp(T const& x) {
   constexpr bool single = std::is_same_v<element_t<T>, float>;
   return with_gradual_underflow(x, single ? -87.33654475 : -708.39641853226408,  // ln(FLT_MIN), ln(DBL_MIN)
                                 [](auto const& v) { using std::exp; return exp(v); });
 }
 template <class T>
-KILN_ALWAYS_INLINE T exp2(T const& x) {
+KILN_ALWAYS_INLINE KILN_HD T exp2(T const& x) {
   constexpr bool single = std::is_same_v<element_t<T>, float>;
   return with_gradual_underflow(x, single ? -126.0 : -1022.0,  // log2(FLT_MIN), log2(DBL_MIN)
                                 [](auto const& v) { using std::exp2; return exp2(v); });
@@ -162,13 +162,13 @@ KILN_ALWAYS_INLINE T exp2(T const& x) {
 
 // e^x - 1 and ln(1 + x), keeping the sign of a zero (xsimd's give +0 for -0).
 template <class T>
-KILN_ALWAYS_INLINE T expm1(T const& x) {
+KILN_ALWAYS_INLINE KILN_HD T expm1(T const& x) {
   using std::expm1;
   if constexpr (simd_detail::is_batch<T>) return select(x == T(0), x, expm1(x));
   else return expm1(x);
 }
 template <class T>
-KILN_ALWAYS_INLINE T log1p(T const& x) {
+KILN_ALWAYS_INLINE KILN_HD T log1p(T const& x) {
   using std::log1p;
   if constexpr (simd_detail::is_batch<T>) return select(x == T(0), x, log1p(x));
   else return log1p(x);
@@ -178,7 +178,7 @@ KILN_ALWAYS_INLINE T log1p(T const& x) {
 // without normalising first (log(4.9e-324) came out as -746.5, not -744.4). Scaling such inputs by
 // 2^54 makes them normal; the scale comes off as 54 log(2). (xsimd's float versions are right.)
 template <class T, class Log>
-KILN_ALWAYS_INLINE T log_of_subnormal_too(T const& x, Log const& log, double log_of_2) {
+KILN_ALWAYS_INLINE KILN_HD T log_of_subnormal_too(T const& x, Log const& log, double log_of_2) {
   if constexpr (simd_detail::is_batch<T> && std::is_same_v<element_t<T>, double>) {
     auto const subnormal = x < lit<T>(2.2250738585072014e-308);  // DBL_MIN; <= 0 is unaffected
     if (xsimd::none(subnormal)) return log(x);
@@ -189,17 +189,17 @@ KILN_ALWAYS_INLINE T log_of_subnormal_too(T const& x, Log const& log, double log
   }
 }
 template <class T>
-KILN_ALWAYS_INLINE T log(T const& x) {
+KILN_ALWAYS_INLINE KILN_HD T log(T const& x) {
   auto const f = [](auto const& v) { using std::log; return log(v); };
   return log_of_subnormal_too(x, f, 0.69314718055994530942);
 }
 template <class T>
-KILN_ALWAYS_INLINE T log2(T const& x) {
+KILN_ALWAYS_INLINE KILN_HD T log2(T const& x) {
   auto const f = [](auto const& v) { using std::log2; return log2(v); };
   return log_of_subnormal_too(x, f, 1.0);
 }
 template <class T>
-KILN_ALWAYS_INLINE T log10(T const& x) {
+KILN_ALWAYS_INLINE KILN_HD T log10(T const& x) {
   auto const f = [](auto const& v) { using std::log10; return log10(v); };
   return log_of_subnormal_too(x, f, 0.30102999566398119521);
 }
@@ -208,7 +208,7 @@ KILN_ALWAYS_INLINE T log10(T const& x) {
 // SSE4.1's roundps (an SSE2-only build) xsimd rounds through integer conversion and returns +0 for
 // -0 and for -1 < x < 0; the sign is copied back. NaN and inf pass unchanged.
 template <class T>
-KILN_ALWAYS_INLINE T signed_round(T const& rounded, T const& x) {
+KILN_ALWAYS_INLINE KILN_HD T signed_round(T const& rounded, T const& x) {
   if constexpr (simd_detail::is_batch<T>) return xsimd::copysign(rounded, x);
   else return rounded;
 }
@@ -216,7 +216,7 @@ KILN_ALWAYS_INLINE T signed_round(T const& rounded, T const& x) {
 // erf: xsimd's float erf is within 2 ulp; its double erf is off by up to ~70 ulp (near 2.2) and
 // gives NaN for |x| = DBL_MAX, so doubles go lane by lane through std::erf.
 template <class T>
-KILN_ALWAYS_INLINE T erf(T const& x) {
+KILN_ALWAYS_INLINE KILN_HD T erf(T const& x) {
   using std::erf;
   if constexpr (simd_detail::is_batch<T> && std::is_same_v<element_t<T>, double>)
     return per_lane(x, [](double v) { return std::erf(v); });
@@ -227,7 +227,7 @@ KILN_ALWAYS_INLINE T erf(T const& x) {
 // argument clamped to [-27, 27], outside which it returns NaN while erfc is 2, or 0 in double.
 // Scalars go to std::erfc.
 template <class T>
-KILN_ALWAYS_INLINE T erfc_to_float_accuracy(T const& x) {
+KILN_ALWAYS_INLINE KILN_HD T erfc_to_float_accuracy(T const& x) {
   using std::erfc;
   if constexpr (simd_detail::is_batch<T>)
     return erfc(select(x > T(27), T(27), select(x < T(-27), T(-27), x)));  // NaN stays NaN
@@ -238,7 +238,7 @@ KILN_ALWAYS_INLINE T erfc_to_float_accuracy(T const& x) {
 // 0 where the result is subnormal; double: ~30 ulp, far worse above 6, NaN for huge |x|). Floats
 // are computed in double (erfc_to_float_accuracy); doubles go lane by lane through std::erfc.
 template <class T>
-KILN_ALWAYS_INLINE T erfc(T const& x) {
+KILN_ALWAYS_INLINE KILN_HD T erfc(T const& x) {
   using std::erfc;
   if constexpr (!simd_detail::is_batch<T>)
     return erfc(x);

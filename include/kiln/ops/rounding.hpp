@@ -16,33 +16,33 @@ using unary_same = math::op_base<1, op_kind::same>;
 // Integers pass through; floating values round with Rounding::apply and keep their sign.
 template <class Rounding>
 struct rounding_op : unary_same {
-  template <class T> T operator()(T x) const {
+  template <class T> KILN_HD T operator()(T x) const {
     if constexpr (std::is_integral_v<T>) return x;
     else return math::signed_round(Rounding::apply(x), x);
   }
   // Piecewise constant: zero, as torch (also at the jumps).
-  template <class T> std::array<T, 1> grad(T, T, T) const { return {T(0)}; }
+  template <class T> KILN_HD std::array<T, 1> grad(T, T, T) const { return {T(0)}; }
 };
 struct floor_op : rounding_op<floor_op> {
   static constexpr std::string_view name = "floor";
-  template <class T> static T apply(T x) { using std::floor; return floor(x); }
+  template <class T> KILN_HD static T apply(T x) { using std::floor; return floor(x); }
 };
 struct ceil_op : rounding_op<ceil_op> {
   static constexpr std::string_view name = "ceil";
-  template <class T> static T apply(T x) { using std::ceil; return ceil(x); }
+  template <class T> KILN_HD static T apply(T x) { using std::ceil; return ceil(x); }
 };
 struct round_op : rounding_op<round_op> {
   static constexpr std::string_view name = "round";
-  template <class T> static T apply(T x) { using std::nearbyint; return nearbyint(x); }
+  template <class T> KILN_HD static T apply(T x) { using std::nearbyint; return nearbyint(x); }
 };
 struct trunc_op : rounding_op<trunc_op> {
   static constexpr std::string_view name = "trunc";
-  template <class T> static T apply(T x) { using std::trunc; return trunc(x); }
+  template <class T> KILN_HD static T apply(T x) { using std::trunc; return trunc(x); }
 };
 struct frac_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "frac";
-  template <class T> T operator()(T x) const { return x - trunc_op{}(x); }
-  template <class T> std::array<T, 1> grad(T g, T, T) const { return {g}; }
+  template <class T> KILN_HD T operator()(T x) const { return x - trunc_op{}(x); }
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T, T) const { return {g}; }
 };
 
 }  // namespace ops

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds and runs kiln's CUDA tests and benchmarks on a machine with an NVIDIA GPU, then prints
+# one table: workload, size, kiln GB/s, hand-written kernel GB/s, kiln's share of the card's peak
+# memory bandwidth. Fails (non-zero) when there is no GPU, when a test fails or is skipped, or when
+# the benchmark's verification fails.
+#   KILN_GPU_BUILD_DIR  build directory (default: build-gpu)
+#   CUDACXX             nvcc to use (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc)
+set -euo pipefail
+
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
+cd "$KILN_ROOT"
+
+fail() {
+  echo "gpu-check: $*" >&2
+  exit 1
+}
+
+if [[ -z ${CUDACXX:-} ]]; then
+  if command -v nvcc >/dev/null 2>&1; then
+    CUDACXX=$(command -v nvcc)
+  elif [[ -x /usr/local/cuda/bin/nvcc ]]; then
+    CUDACXX=/usr/local/cuda/bin/nvcc
+  else
+    fail "no nvcc (looked on PATH and in /usr/local/cuda/bin)"
+  fi
+fi
+export CUDACXX
+command -v nvidia-smi >/dev/null 2>&1 || fail "no nvidia-smi: this machine has no NVIDIA driver"
+gpu=$(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader 2>/dev/null | head -n1) ||
+  fail "nvidia-smi found no GPU"
+[[ -n $gpu ]] || fail "nvidia-smi found no GPU"
+arch=$(echo "${gpu##*,}" | tr -d ' .')  # "9.0" -> 90: build for this GPU only
+echo "gpu-check: $gpu (sm_$arch), $("$CUDACXX" --version | tail -n1)"
+
+kiln_install_deps
+build_dir=${KILN_GPU_BUILD_DIR:-build-gpu}
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DKILN_ENABLE_CUDA=ON -DKILN_BUILD_EXAMPLES=OFF \
+  -DKILN_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
+cmake --build "$build_dir" -j"$(nproc)" --target kiln_test_cuda kiln_bench_cuda
+
+echo "=== gpu-check: tests ==="
+status=0
+"$build_dir/tests/kiln_test_cuda" || status=$?
+((status != 77)) || fail "kiln_test_cuda skipped itself: the CUDA runtime sees no device"
+((status == 0)) || fail "kiln_test_cuda failed (exit $status)"
+
+echo "=== gpu-check: benchmarks ==="
+json="$build_dir/bench-cuda.json"
+"$build_dir/bench/kiln_bench_cuda" --benchmark_out="$json" --benchmark_out_format=json ||
+  fail "kiln_bench_cuda failed"
+
+python3 - "$json" <<'EOF'
+import json, sys
+runs = {b["name"]: b for b in json.load(open(sys.argv[1]))["benchmarks"]}
+print(f"{'workload':<9}{'size':>12}{'kiln GB/s':>12}{'hand GB/s':>12}{'kiln % peak':>13}{'hand % peak':>13}")
+for w in ("W1", "W2", "W5"):
+    kiln = next(b for n, b in runs.items() if n.startswith(w + "/kiln/"))
+    hand = next(b for n, b in runs.items() if n.startswith(w + "/hand/"))
+    size = kiln["name"].split("/")[2]
+    print(f"{w:<9}{size:>12}{kiln['GB/s']:>12.1f}{hand['GB/s']:>12.1f}{kiln['peak%']:>12.1f}%{hand['peak%']:>12.1f}%")
+EOF
