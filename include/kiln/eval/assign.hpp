@@ -63,8 +63,8 @@ bool needs_temporary(tensor_view<T, R> const& dst, Root const& root) {
 // Throws shape_error unless an expression of `shape` broadcasts into a destination of `dst`.
 template <std::size_t RE, std::size_t R>
 void check_assignable(std::array<index_t, RE> const& shape, std::array<index_t, R> const& dst) {
-  for (std::size_t d = 0; d < RE; ++d) {
-    index_t const want = dst[d + (R - RE)];
+  for (int d = 0; d < int(RE); ++d) {
+    index_t const want = dst[std::size_t(d) + (R - RE)];
     if (shape[d] != want && shape[d] != 1)
       throw shape_error("cannot assign an expression of shape " + shape_string(shape) + " to a destination of shape " +
                         shape_string(dst));
