@@ -6,9 +6,8 @@
 //   rule applied on the host element by element, so what is tested is the device's backward
 //   machinery (the forward recomputed per element, the chain rule through the tree, `where`
 //   masking, broadcast inputs reduced back to their shape, the loss's block reduction); and
-//   composite losses against hand-derived gradients evaluated by the host library. (The host's own
-//   value_and_grad cannot be the reference here: its has_grad_rule concept, `&Op::template
-//   grad<float>`, is rejected by nvcc's front end.)
+//   composite losses against hand-derived gradients evaluated by the host library, and one against
+//   the host's own value_and_grad.
 #include "cuda_check.cuh"
 
 using namespace kiln_cuda_test;
@@ -20,6 +19,7 @@ TEST_CASE("full reductions through CUB, the producer fused") {
     auto const dx = kiln::to_device(x);
     auto value = [](auto const& e) { return kiln::eval(kiln::cuda{}, e).item(); };
     CHECK(value(kiln::sum(kiln::exp(dx))) == doctest::Approx(float(kiln::sum(kiln::exp(x)))).epsilon(1e-5));
+    CHECK(kiln::sum(kiln::cuda{}, kiln::exp(dx)) == value(kiln::sum(kiln::exp(dx))));  // the policy-first spelling
     CHECK(value(kiln::mean(dx * 2.f)) == doctest::Approx(float(kiln::mean(x * 2.f))).epsilon(1e-5));
     CHECK(value(kiln::amax(dx - 1.f)) == float(kiln::amax(x - 1.f)));
     CHECK(value(kiln::amin(dx)) == float(kiln::amin(x)));
@@ -206,10 +206,14 @@ TEST_CASE("composite losses: shared inputs, mean, where, broadcast inputs") {
     auto const b = kiln::rand<float>({33}, 11);
     auto const k = kiln::tensor<float, 1>{0.25f};
     auto const d = kiln::rand<float>({64, 1}, 12);
-    auto const [L, g] = kiln::value_and_grad(
-        kiln::cuda{},
-        [](auto const& p, auto const& q, auto const& r, auto const& s) { return kiln::mean(kiln::tanh(p * q + r) * s); },
-        kiln::to_device(a), kiln::to_device(b), kiln::to_device(k), kiln::to_device(d));
+    auto const f = [](auto const& p, auto const& q, auto const& r, auto const& s) {
+      return kiln::mean(kiln::tanh(p * q + r) * s);
+    };
+    auto const [L, g] =
+        kiln::value_and_grad(kiln::cuda{}, f, kiln::to_device(a), kiln::to_device(b), kiln::to_device(k), kiln::to_device(d));
+    auto const [host_L, host_g] = kiln::value_and_grad(f, a, b, k, d);
+    CHECK(L == doctest::Approx(host_L).epsilon(1e-5));
+    check_grad(std::get<1>(g), std::get<1>(host_g), "broadcast: b against the host's value_and_grad");
     auto const t = kiln::eval(kiln::tanh(a * b + k));
     float const n = 64 * 33;
     auto const du = kiln::eval(d * (1.f - t * t) / n);

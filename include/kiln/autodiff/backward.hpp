@@ -147,7 +147,7 @@ struct value_tape {
   V value;
 };
 template <class X>
-KILN_ALWAYS_INLINE auto const& value_of(X const& x) noexcept {
+KILN_ALWAYS_INLINE KILN_HD auto const& value_of(X const& x) noexcept {
   if constexpr (requires { x.children; }) return x.value;
   else return x;
 }

@@ -36,10 +36,7 @@ bool device_needs_temporary(cuda_tensor<T, R> const& dst, Root const& root) {
 template <class T, int R, class E>
 void device_assign(cuda_tensor<T, R> const& dst, E const& e) {
   using X = std::remove_cvref_t<E>;
-  static_assert(X::rank <= R,
-                "kiln: the expression has a higher rank than the destination, so it cannot broadcast into it");
-  static_assert(std::is_convertible_v<typename X::value_type, T>,
-                "kiln: the expression's element type does not convert to the destination's");
+  check_assignable_types<X, T, R>();
   check_assignable(e.shape(), dst.shape());
   if (dst.size() == 0) return;
   if constexpr (is_materialized<X>) {

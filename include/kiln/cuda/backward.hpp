@@ -49,18 +49,9 @@ template <class Op, class... Args>
 inline constexpr bool device_differentiable<map<Op, Args...>> =
     std::is_floating_point_v<typename map<Op, Args...>::value_type> && (device_differentiable<Args> || ...);
 
-// The forward values of one element, kept for the reverse walk: a node's value and its
-// children's tapes; nodes without inputs below keep only their value.
-template <class V, class Children>
-struct device_tape {
-  Children children;
-  V value;
-};
-template <class X>
-KILN_HD auto const& device_value(X const& x) noexcept {
-  if constexpr (requires { x.children; }) return x.value;
-  else return x;
-}
+// The forward values of one element are kept for the reverse walk in the host's value_tape
+// (autodiff/backward.hpp): a node's value and its children's tapes; nodes without inputs below
+// keep only their value.
 
 template <class Ev, class Read>
 KILN_HD auto device_record(Ev const& ev, Read r);
@@ -69,8 +60,8 @@ template <class Ev, class Read, std::size_t... I>
 KILN_HD auto device_record_map(Ev const& ev, Read r, std::index_sequence<I...>) {
   using Children = device_pack<std::index_sequence<I...>, decltype(device_record(slot<I>(ev.args), r))...>;
   Children const children{{device_record(slot<I>(ev.args), r)}...};
-  auto const value = ev.apply(device_value(slot<I>(children))...);
-  return device_tape<std::remove_const_t<decltype(value)>, Children>{children, value};
+  auto const value = ev.apply(value_of(slot<I>(children))...);
+  return value_tape<std::remove_const_t<decltype(value)>, Children>{children, value};
 }
 
 template <class Ev, class Read>
@@ -93,7 +84,7 @@ KILN_HD void device_backprop_child(Ev const& ev, Tape const& tape, D const& d, b
   using Child = typename std::remove_cvref_t<decltype(slot<K>(ev.args))>::node_type;
   if constexpr (device_differentiable<Child>) {
     if constexpr (Op::kind == op_kind::select) {
-      bool const chosen = device_argument<Op, 0, typename Ev::compute_type>(device_value(slot<0>(tape.children)));
+      bool const chosen = device_argument<Op, 0, typename Ev::compute_type>(value_of(slot<0>(tape.children)));
       reached = reached && (K == 1 ? chosen : !chosen);
     }
     device_backprop(slot<K>(ev.args), slot<K>(tape.children), static_cast<typename Child::value_type>(d[K]), reached,
@@ -106,10 +97,10 @@ KILN_HD void device_backprop_map(Ev const& ev, Tape const& tape, G g, bool reach
                                  std::index_sequence<I...>) {
   using Op = typename Ev::node_type::op_type;
   using C = typename Ev::compute_type;
-  static_assert(requires { ev.op.grad(static_cast<C>(g), tape.value, device_argument<Op, I, C>(device_value(slot<I>(tape.children)))...); },
+  static_assert(requires { ev.op.grad(static_cast<C>(g), tape.value, device_argument<Op, I, C>(value_of(slot<I>(tape.children)))...); },
                 "kiln: an op in this expression has no grad rule, so it cannot be differentiated (give its struct a "
                 "`grad` member, see ops/arithmetic.hpp)");
-  auto const d = ev.op.grad(static_cast<C>(g), tape.value, device_argument<Op, I, C>(device_value(slot<I>(tape.children)))...);
+  auto const d = ev.op.grad(static_cast<C>(g), tape.value, device_argument<Op, I, C>(value_of(slot<I>(tape.children)))...);
   (device_backprop_child<I>(ev, tape, d, reached, grads), ...);
 }
 
@@ -137,7 +128,7 @@ __global__ void __launch_bounds__(block_size)
                     gradient_targets<T, N> const targets, T* block_sums) {
   auto step = [&](auto read, T (&grads)[N]) {
     auto const tape = device_record(ev, read);
-    T const value = static_cast<T>(device_value(tape));
+    T const value = static_cast<T>(value_of(tape));
     if constexpr (device_differentiable<typename Ev::node_type>) device_backprop(ev, tape, upstream, true, grads);
     return value;
   };

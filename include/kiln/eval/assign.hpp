@@ -60,6 +60,15 @@ bool needs_temporary(tensor_view<T, R> const& dst, Root const& root) {
   return unsafe;
 }
 
+// What the types say of assigning an expression X to a destination of T with rank R.
+template <class X, class T, int R>
+constexpr void check_assignable_types() {
+  static_assert(X::rank <= R,
+                "kiln: the expression has a higher rank than the destination, so it cannot broadcast into it");
+  static_assert(std::is_convertible_v<typename X::value_type, T>,
+                "kiln: the expression's element type does not convert to the destination's");
+}
+
 // Throws shape_error unless an expression of `shape` broadcasts into a destination of `dst`.
 template <std::size_t RE, std::size_t R>
 void check_assignable(std::array<index_t, RE> const& shape, std::array<index_t, R> const& dst) {
@@ -85,10 +94,7 @@ template <class Policy, class T, int R, class E>
 void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e) {
   using X = std::remove_cvref_t<E>;
   static_assert(!std::is_const_v<T>, "kiln: cannot assign to a read-only view");
-  static_assert(X::rank <= R,
-                "kiln: the expression has a higher rank than the destination, so it cannot broadcast into it");
-  static_assert(std::is_convertible_v<typename X::value_type, T>,
-                "kiln: the expression's element type does not convert to the destination's");
+  check_assignable_types<X, T, R>();
   check_assignable(e.shape(), dst.shape());
   if (dst.size() == 0) return;
   if constexpr (requires { typename X::element_type; })  // a tensor or view: copy its elements
