@@ -7,6 +7,7 @@
 #pragma once
 
 #include <kiln/autodiff/var.hpp>
+#include <kiln/core/indexed_pack.hpp>
 #include <kiln/eval/reduce.hpp>
 
 #include <vector>
@@ -125,22 +126,8 @@ struct evaluator<var_leaf<T, LeafRank>, R> : evaluator<leaf<T, LeafRank>, R> {
 };
 
 // The forward values of one step, kept for the reverse walk: a node's value and its children's
-// tapes. Subtrees without vars keep only their value. Plain aggregates built in place (prvalues
-// straight into their slots): the whole tape stays in registers, where a std::tuple of batches
-// is copied through memory.
-template <std::size_t I, class Tape>
-struct tape_slot {
-  Tape tape;
-};
-template <class Indices, class... Tapes>
-struct child_tapes;
-template <std::size_t... I, class... Tapes>
-struct child_tapes<std::index_sequence<I...>, Tapes...> : tape_slot<I, Tapes>... {};
-template <std::size_t I, class Tape>
-KILN_ALWAYS_INLINE Tape const& child_tape(tape_slot<I, Tape> const& slot) noexcept {
-  return slot.tape;
-}
-
+// tapes (an indexed_pack). Subtrees without vars keep only their value. Plain aggregates built in
+// place (prvalues straight into their slots): the whole tape stays in registers.
 template <class V, class Children>
 struct value_tape {
   Children children;
@@ -157,10 +144,10 @@ KILN_ALWAYS_INLINE auto record(Ev const& ev, Read r);
 
 template <class Ev, class Read, std::size_t... I>
 KILN_ALWAYS_INLINE auto record_map(Ev const& ev, Read r, std::index_sequence<I...> seq) {
-  using Children = child_tapes<decltype(seq), decltype(record(std::get<I>(ev.args), r))...>;
-  using V = decltype(ev.apply(value_of(child_tape<I>(std::declval<Children const&>()))...));
+  using Children = indexed_pack<decltype(seq), decltype(record(std::get<I>(ev.args), r))...>;
+  using V = decltype(ev.apply(value_of(slot<I>(std::declval<Children const&>()))...));
   value_tape<V, Children> tape{Children{{record(std::get<I>(ev.args), r)}...}, V{}};
-  tape.value = ev.apply(value_of(child_tape<I>(tape.children))...);
+  tape.value = ev.apply(value_of(slot<I>(tape.children))...);
   return tape;
 }
 
@@ -223,18 +210,18 @@ KILN_ALWAYS_INLINE void backprop_map(Ev& ev, Tape const& tape, G const& g, Read 
   using Op = typename Ev::node_type::op_type;
   using C = typename Ev::compute_type;
   auto const d = partials(ev, static_cast<std::conditional_t<simd_detail::is_batch<G>, G, C>>(g), tape.value, seq,
-                          value_of(child_tape<I>(tape.children))...);
+                          value_of(slot<I>(tape.children))...);
   auto child = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
     auto& child_ev = std::get<K>(ev.args);
     using Child = typename std::remove_cvref_t<decltype(child_ev)>::node_type;
     if constexpr (differentiable<Child>) {
-      auto const& below = child_tape<K>(tape.children);
+      auto const& below = slot<K>(tape.children);
       auto const child_g = [&] {
         if constexpr (simd_detail::is_batch<G>) return d[K];
         else return static_cast<typename Child::value_type>(d[K]);
       }();
       if constexpr (Op::kind == op_kind::select) {
-        auto const chosen = as_argument<Op, 0, C>(value_of(child_tape<0>(tape.children)));
+        auto const chosen = as_argument<Op, 0, C>(value_of(slot<0>(tape.children)));
         backprop(child_ev, below, child_g, r, narrow(mask, K == 1 ? chosen : math::negate(chosen)));
       } else {
         backprop(child_ev, below, child_g, r, mask);
@@ -373,9 +360,10 @@ auto backward_rows(par_policy const& policy, loop_plan<R> const& plan, Root& roo
   simd_policy const& single = policy;
   int const threads = par_threads(plan_rows(plan) * plan.shape[plan.dims - 1]);
   if (threads == 1) return backward_rows<Sum>(single, plan, root);
+  auto const summed = [](auto const& leaf) { return leaf.mode != adjoint_mode::none && leaf.broadcast; };
   std::vector<index_t> sizes;  // the broadcast leaves' adjoint sizes, in visiting order
   for_each_var_leaf(root, [&](auto& leaf) {
-    if (leaf.mode != adjoint_mode::none && leaf.broadcast) sizes.push_back(leaf.adjoint_size);
+    if (summed(leaf)) sizes.push_back(leaf.adjoint_size);
   });
   std::vector<std::vector<T>> buffers(sizes.size() * static_cast<std::size_t>(threads));
   for (std::size_t k = 0; k < buffers.size(); ++k) buffers[k].assign(static_cast<std::size_t>(sizes[k % sizes.size()]), T(0));
@@ -388,7 +376,7 @@ auto backward_rows(par_policy const& policy, loop_plan<R> const& plan, Root& roo
     Root local = root;
     std::size_t k = static_cast<std::size_t>(part) * sizes.size();
     for_each_var_leaf(local, [&](auto& leaf) {
-      if (leaf.mode == adjoint_mode::none || !leaf.broadcast) return;
+      if (!summed(leaf)) return;
       leaf.adjoint = buffers[k++].data();
       leaf.mode = adjoint_mode::accumulate;
     });
@@ -399,7 +387,7 @@ auto backward_rows(par_policy const& policy, loop_plan<R> const& plan, Root& roo
   });
   std::size_t k = 0;
   for_each_var_leaf(root, [&](auto& leaf) {
-    if (leaf.mode == adjoint_mode::none || !leaf.broadcast) return;
+    if (!summed(leaf)) return;
     for (int t = 0; t < used; ++t) {
       T const* from = buffers[static_cast<std::size_t>(t) * sizes.size() + k].data();
       for (index_t i = 0; i < leaf.adjoint_size; ++i) leaf.adjoint[i] += from[i];

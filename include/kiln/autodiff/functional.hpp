@@ -40,19 +40,6 @@ auto input_node(X const& x) {
 
 // f's input vars for one call of the functional API: their nodes live here, built in place, and
 // the vars handed to f refer to them (f's vars must not outlive the call, as JAX's tracers).
-template <std::size_t I, class Node>
-struct node_slot {
-  Node node;
-};
-template <std::size_t I, class Node>
-Node& node_at(node_slot<I, Node>& slot) noexcept {
-  return slot.node;
-}
-template <class Indices, class... Nodes>
-struct node_slots;
-template <std::size_t... I, class... Nodes>
-struct node_slots<std::index_sequence<I...>, Nodes...> : node_slot<I, Nodes>... {};
-
 template <class T, int R>
 var<T, R> var_over(var_node<T, R>& node) {
   return var<T, R>::over(node);
@@ -60,11 +47,11 @@ var<T, R> var_over(var_node<T, R>& node) {
 
 template <class... X>
 struct input_vars {
-  node_slots<std::index_sequence_for<X...>, decltype(input_node(std::declval<X const&>()))...> nodes;
+  indexed_pack<std::index_sequence_for<X...>, decltype(input_node(std::declval<X const&>()))...> nodes;
 
   auto vars() {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return std::tuple{var_over(node_at<I>(nodes))...};
+      return std::tuple{var_over(slot<I>(nodes))...};
     }(std::index_sequence_for<X...>{});
   }
 };

@@ -58,7 +58,7 @@ KILN_HD auto device_record(Ev const& ev, Read r);
 
 template <class Ev, class Read, std::size_t... I>
 KILN_HD auto device_record_map(Ev const& ev, Read r, std::index_sequence<I...>) {
-  using Children = device_pack<std::index_sequence<I...>, decltype(device_record(slot<I>(ev.args), r))...>;
+  using Children = indexed_pack<std::index_sequence<I...>, decltype(device_record(slot<I>(ev.args), r))...>;
   Children const children{{device_record(slot<I>(ev.args), r)}...};
   auto const value = ev.apply(value_of(slot<I>(children))...);
   return value_tape<std::remove_const_t<decltype(value)>, Children>{children, value};

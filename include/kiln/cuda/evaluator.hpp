@@ -4,6 +4,7 @@
 // IWYU pragma: private, include <kiln/kiln.hpp>
 #pragma once
 
+#include <kiln/core/indexed_pack.hpp>
 #include <kiln/cuda/tensor.hpp>
 #include <kiln/eval/evaluator.hpp>
 
@@ -21,20 +22,6 @@ struct flat_read {
 struct strided_read {
   index_t const* c;
 };
-
-// A node's children: a plain aggregate, so the tree is copied to the kernel byte for byte.
-template <std::size_t I, class Ev>
-struct device_slot {
-  Ev ev;
-};
-template <class Indices, class... Evs>
-struct device_pack;
-template <std::size_t... I, class... Evs>
-struct device_pack<std::index_sequence<I...>, Evs...> : device_slot<I, Evs>... {};
-template <std::size_t I, class Ev>
-KILN_HD Ev const& slot(device_slot<I, Ev> const& s) noexcept {
-  return s.ev;
-}
 
 template <class Node, int R>
 struct device_evaluator {
@@ -135,7 +122,7 @@ struct device_evaluator<map<Op, Args...>, R> {
   using node_type = map<Op, Args...>;
   using value_type = typename node_type::value_type;
   using compute_type = typename node_type::compute_type;
-  using children = device_pack<std::index_sequence_for<Args...>, device_evaluator<Args, R>...>;
+  using children = indexed_pack<std::index_sequence_for<Args...>, device_evaluator<Args, R>...>;
   static constexpr std::size_t arity = sizeof...(Args);
 
   device_evaluator(node_type const& node, extents<R> const& out_shape)

@@ -26,17 +26,6 @@ struct combine_with {
   }
 };
 
-// Op's last step (mean's division, norm's root) as an elementwise op, for results CUB wrote.
-template <class Op>
-struct finalize_with : math::op_base<1, op_kind::same> {
-  static constexpr std::string_view name = Op::name;
-  index_t count = 0;
-  template <class A>
-  KILN_HD A operator()(A a) const {
-    return Op::finalize(a, count);
-  }
-};
-
 // A contiguous tensor seen as one dimension.
 template <class T, int R>
 cuda_tensor<T, 1> flatten(cuda_tensor<T, R> const& t) {
@@ -166,7 +155,7 @@ template <class Op, class A, int R, class Arg>
 void fold_every(cuda_tensor<A, R> const& dst, Arg const& arg) {
   fold_all<Op>(cuda_tensor<A, 0>(dst, dst.data(), extents<0>{}, extents<0>{}), arg);
   if constexpr (requires { Op::finalizes; })
-    run_elementwise(flatten(dst), make_map(finalize_with<Op>{{}, element_count<Arg::rank>(arg.shape())}, flatten(dst)));
+    run_elementwise(flatten(dst), make_map(finalize_op<Op>{{}, element_count<Arg::rank>(arg.shape())}, flatten(dst)));
 }
 
 // Op over the axes fixed by a reduction node's type: CUB when they are all of them, the axis

@@ -56,6 +56,11 @@ inline std::pair<index_t, index_t> piece(index_t size, int part, int parts, inde
   return {end(part), end(part + 1)};
 }
 
+// Elements of `element_size` bytes in a cache line (64 bytes), the unit column parts are cut in.
+inline constexpr index_t line_elements(index_t element_size) noexcept {
+  return std::max<index_t>(1, 64 / element_size);
+}
+
 // The number of rows of a plan: the product of its outer extents.
 template <int R>
 index_t plan_rows(loop_plan<R> const& plan) noexcept {
@@ -77,8 +82,8 @@ template <int R>
 plan_part split_plan(loop_plan<R> const& plan, int part, int parts, index_t element_size) noexcept {
   index_t const rows = plan_rows(plan);
   bool const by_rows = rows >= 4 * index_t(parts);
-  index_t const line = std::max<index_t>(1, 64 / element_size);
-  auto const [b, e] = by_rows ? piece(rows, part, parts) : piece(plan.shape[plan.dims - 1], part, parts, line);
+  auto const [b, e] = by_rows ? piece(rows, part, parts)
+                               : piece(plan.shape[plan.dims - 1], part, parts, line_elements(element_size));
   return {by_rows, b, e - b};
 }
 

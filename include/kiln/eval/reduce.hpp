@@ -360,7 +360,7 @@ void fold_plan(par_policy const& policy, loop_plan<R> const& plan, Ev& ev, A* ou
       fold_part(plan_part{true, b * group, (e - b) * group}, out, group);
     });
   }
-  index_t const line = std::max<index_t>(1, 64 / index_t(sizeof(A)));
+  index_t const line = line_elements(sizeof(A));
   if (step != 0 && n >= 4 * line * threads) {  // the columns of a kept inner dimension
     return par_run(threads, [&](int part, int parts) {
       auto const [b, e] = piece(n, part, parts, line);
@@ -431,12 +431,13 @@ void arg_fold(tensor_view<std::int64_t, R> const& dst, Arg const& arg, std::arra
   });
 }
 
-// Applies a fold op's finalize (mean's division, norm's square root) in place.
+// A fold op's finalize (mean's division, norm's square root) as an elementwise op, applied in
+// place to a reduction's result (on the device too).
 template <class Op>
 struct finalize_op : math::op_base<1, op_kind::same> {
   static constexpr std::string_view name = Op::name;
   index_t count = 0;
-  template <class A> A operator()(A a) const { return Op::finalize(a, count); }
+  template <class A> KILN_HD A operator()(A a) const { return Op::finalize(a, count); }
 };
 // A reduction's result (contiguous) as one dimension: the elementwise steps that finish it do not
 // depend on its shape, so they are instantiated once per element type rather than once per rank.
