@@ -405,7 +405,9 @@ template <bool Sum, int R, class Policy, class Root>
 auto backward_loop(Policy const& policy, extents<R> const& shape, Root& root) {
   using T = typename Root::value_type;
   if (element_count<R>(shape) == 0) return T(0);
-  loop_plan<R> const plan = make_plan<R>(shape, extents<R>{}, root);
+  // No destination: planned as if writing a contiguous one, which takes make_plan's flat path
+  // whenever the leaves allow it.
+  loop_plan<R> const plan = make_plan<R>(shape, contiguous_strides<R>(shape), root);
   return backward_rows<Sum>(policy, plan, root);
 }
 

@@ -72,18 +72,18 @@ struct var_node {
 }  // namespace detail
 
 // A var in an expression: reads the value like any leaf, and the backward loop accumulates into
-// the var's adjoint through node(). Holding the node keeps the var alive on the tape.
+// the var's adjoint through node(). The leaf's owner is the node, which keeps the var alive on
+// the tape (one shared pointer per leaf, copied with the tree).
 template <class T, int R>
 class var_leaf : public leaf<T, R> {
  public:
-  explicit var_leaf(std::shared_ptr<detail::var_node<T, R>> node)
-      : leaf<T, R>(tensor_view<T const, R>(node->value)), node_(std::move(node)) {}
+  explicit var_leaf(std::shared_ptr<detail::var_node<T, R>> const& node)
+      : leaf<T, R>(tensor_view<T const, R>(node->value), node), node_(node.get()) {}
 
   detail::var_node<T, R>& node() const noexcept { return *node_; }
-  std::shared_ptr<detail::var_node<T, R>> const& shared_node() const noexcept { return node_; }
 
  private:
-  std::shared_ptr<detail::var_node<T, R>> node_;
+  detail::var_node<T, R>* node_;
 };
 
 template <class T, int R>

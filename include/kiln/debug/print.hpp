@@ -46,7 +46,7 @@ struct graph_listing {
   }
   // A var reads like a tensor leaf; it is labelled as what it is.
   template <class V>
-    requires requires(V const& v) { v.shared_node(); }
+    requires requires(V const& v) { v.node(); }
   int add(V const& node) {
     int const id = add(static_cast<leaf<typename V::value_type, V::rank> const&>(node));
     entries[static_cast<std::size_t>(id)].label = "var";

@@ -8,33 +8,42 @@
 #include <kiln/eval/reduce.hpp>
 #include <kiln/ops/arithmetic.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
 namespace kiln {
 namespace detail {
 
-// The byte range [lo, hi) a view touches; empty for an empty view.
+// The bytes [lo, hi) a view touches; lo == hi for an empty view. (Per dimension without
+// branches: this runs for every leaf of every assignment.)
+struct byte_span {
+  std::uintptr_t lo = 0, hi = 0;
+};
 template <class T, int R>
-std::pair<std::uintptr_t, std::uintptr_t> byte_range(tensor_view<T, R> const& v) {
-  if (v.size() == 0) return {0, 0};
-  index_t lo = 0, hi = 0;
+KILN_ALWAYS_INLINE byte_span byte_range(tensor_view<T, R> const& v) noexcept {
+  index_t lo = 0, hi = 1;
+  bool empty = false;
   for (int d = 0; d < R; ++d) {
     index_t const span = (v.extent(d) - 1) * v.strides()[d];
-    (span < 0 ? lo : hi) += span;
+    empty = empty || v.extent(d) == 0;
+    lo += std::min<index_t>(span, 0);
+    hi += std::max<index_t>(span, 0);
   }
+  if (empty) return {};
   auto const base = reinterpret_cast<std::uintptr_t>(v.data());
-  return {base + lo * sizeof(T), base + (hi + 1) * sizeof(T)};
+  return {base + static_cast<std::uintptr_t>(lo) * sizeof(T), base + static_cast<std::uintptr_t>(hi) * sizeof(T)};
+}
+KILN_ALWAYS_INLINE bool overlap(byte_span a, byte_span b) noexcept {
+  return a.lo != a.hi && b.lo != b.hi && b.lo < a.hi && a.lo < b.hi;
 }
 
-// Whether an operand `v` can be read while `dst` is written, element by element: it shares no
-// memory with dst, or it reads dst's own elements at the same index (same address, same type,
-// same broadcast strides).
+// Whether an operand `v` can be read while `dst` (which touches `dst_bytes`) is written, element
+// by element: it shares no memory with dst, or it reads dst's own elements at the same index
+// (same address, same type, same broadcast strides).
 template <class T, int R, class V, int LR>
-bool reads_in_place(tensor_view<T, R> const& dst, tensor_view<V, LR> const& v) {
-  auto const [dlo, dhi] = byte_range(dst);
-  auto const [lo, hi] = byte_range(v);
-  if (dlo == dhi || lo >= dhi || dlo >= hi) return true;
+KILN_ALWAYS_INLINE bool reads_in_place(tensor_view<T, R> const& dst, byte_span dst_bytes, tensor_view<V, LR> const& v) {
+  if (!overlap(dst_bytes, byte_range(v))) return true;
   bool same = std::is_same_v<std::remove_const_t<V>, std::remove_const_t<T>> &&
               static_cast<void const*>(v.data()) == static_cast<void const*>(dst.data());
   if (same) {
@@ -43,20 +52,23 @@ bool reads_in_place(tensor_view<T, R> const& dst, tensor_view<V, LR> const& v) {
   }
   return same;
 }
+template <class T, int R, class V, int LR>
+bool reads_in_place(tensor_view<T, R> const& dst, tensor_view<V, LR> const& v) {
+  return reads_in_place(dst, byte_range(dst), v);
+}
 
 // Whether two views share no memory.
 template <class T, int R, class V, int LR>
 bool disjoint(tensor_view<T, R> const& a, tensor_view<V, LR> const& b) {
-  auto const [alo, ahi] = byte_range(a);
-  auto const [blo, bhi] = byte_range(b);
-  return alo == ahi || blo == bhi || blo >= ahi || alo >= bhi;
+  return !overlap(byte_range(a), byte_range(b));
 }
 
 // Whether evaluating `root` straight into `dst` could read an element after it was overwritten.
 template <class T, int R, class Root>
 bool needs_temporary(tensor_view<T, R> const& dst, Root const& root) {
+  byte_span const dst_bytes = byte_range(dst);
   bool unsafe = false;
-  for_each_leaf_node(root, [&](auto const& leaf_node) { unsafe = unsafe || !reads_in_place(dst, leaf_node.view()); });
+  for_each_leaf_node(root, [&](auto const& leaf_node) { unsafe = unsafe || !reads_in_place(dst, dst_bytes, leaf_node.view()); });
   return unsafe;
 }
 

@@ -20,14 +20,19 @@ class leaf {
   static constexpr bool is_kiln_expression = true;
 
   explicit leaf(tensor_view<T const, R> v) noexcept : view_(v) {}
-  explicit leaf(tensor<T, R>&& t)
-      : owner_(std::make_shared<tensor<T, R> const>(std::move(t))), view_(owner_->view()) {}
+  explicit leaf(tensor<T, R>&& t) : leaf(std::make_shared<tensor<T, R> const>(std::move(t))) {}
 
   tensor_view<T const, R> const& view() const noexcept { return view_; }
   extents<R> const& shape() const noexcept { return view_.shape(); }
 
+ protected:
+  // A leaf over memory that `owner` keeps alive (a var's node keeps its value).
+  leaf(tensor_view<T const, R> v, std::shared_ptr<void const> owner) noexcept : owner_(std::move(owner)), view_(v) {}
+
  private:
-  std::shared_ptr<tensor<T, R> const> owner_;
+  explicit leaf(std::shared_ptr<tensor<T, R> const> owned) : owner_(owned), view_(owned->view()) {}
+
+  std::shared_ptr<void const> owner_;  // empty for a leaf over the caller's memory
   tensor_view<T const, R> view_;
 };
 
