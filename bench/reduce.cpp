@@ -1,6 +1,7 @@
 // kiln reduction benchmarks, four ways in one binary as in elementwise.cpp (see harness.hpp):
 //   W3  s = sum(exp(x - 0.5))                 a full reduction fused with its producer
 //   W6  row sums of A * A, A [N/256, 256]     an inner-axis reduction, one output per row
+//       (and W6/kiln_square: the same written with kiln::square)
 //   W7  softmax over the rows of A            max, exp, sum and scale
 // The scalar loops are the references (W3 accumulates in double). The xsimd loops are what a
 // careful hand writes: four accumulators for the sums; for W7 the two-pass softmax (max, then
@@ -70,6 +71,10 @@ struct w6_data {
 };
 
 void w6_kiln(w6_data& d) { d.out = kiln::sum(d.A * d.A, kiln::axes<1>); }
+
+// The same with kiln::square: A * A has two leaves over A, and the loop loads each element twice
+// (the hand loop and Eigen's square() load it once). Outside the table, as W6/kiln_square.
+void w6_kiln_square(w6_data& d) { d.out = kiln::sum(kiln::square(d.A), kiln::axes<1>); }
 
 void w6_scalar(w6_data& d) {
   float const* __restrict A = d.A.data();
@@ -190,6 +195,8 @@ bool verify_all(index_t n) {
     w6_fns[i](d6);
     ok = near((std::string("W6/") + impl_names[i]).c_str(), n, d6.result(i), r6.data(), d6.rows, 1e-5) && ok;
   }
+  w6_kiln_square(d6);
+  ok = near("W6/kiln_square", n, d6.result(kiln_impl), r6.data(), d6.rows, 1e-5) && ok;
   auto& d7 = data_for<w7_data>(n);
   w7_scalar(d7);
   std::vector<float> const r7(d7.out.data(), d7.out.data() + d7.n());
@@ -212,6 +219,7 @@ int main(int argc, char** argv) {
                     [] {
                       register_workload("W3", w3_fns);
                       register_workload("W6", w6_fns);
+                      register_extra<w6_data>("W6/kiln_square", w6_kiln_square);
                       register_workload("W7", w7_fns);
                     });
 }

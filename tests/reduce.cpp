@@ -5,6 +5,7 @@
 #include <kiln/kiln.hpp>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -724,6 +725,105 @@ TEST_CASE("tails: sum, amax and mean of every length to 3W+1 at every starting o
     CHECK(close(seq_sum(), ref::sum(v), 1e-6 * ref::norm1(v)));
     CHECK(float(kiln::amax(x)) == ref::amax(v));
   }
+}
+
+// Row folds (one output per row) run on one of two paths: rows that follow one another in every
+// leaf are folded as spans of one long row, other rows one at a time as for_each_row steps to them.
+// Both fold a row of n elements with the same instructions, so every row's result is the same bits
+// as the full reduction of that row alone (kiln::par relies on it: a thread's rows start anywhere).
+template <class T>
+void check_row_folds(index_t rows, index_t n) {
+  CAPTURE(rows);
+  CAPTURE(n);
+  auto const A = kiln::randn<T>({rows, n}, 21);
+  auto const wide = kiln::randn<T>({rows, n + 3}, 22);  // rows that do not follow one another
+  auto const padded = kiln::slice(wide, 1, 1, n + 1);
+  auto const b = kiln::randn<T>({n}, 23);                // broadcast along the rows
+  kiln::tensor<T, 1> const scalar = kiln::full<T>({1}, T(0.75));  // broadcast everywhere
+  kiln::tensor<T, 1> const squares = kiln::sum(A * A, kiln::axes<1>);
+  kiln::tensor<T, 1> const scaled = kiln::sum(A * scalar, kiln::axes<-1>);  // compile-time, negative
+  kiln::tensor<T, 1> const shifted = kiln::sum(A + b, 1);
+  kiln::tensor<T, 1> const strided = kiln::sum(padded, 1);
+  kiln::tensor<T, 2> const kept = kiln::sum(A * A, kiln::axes<1>, kiln::keepdim);
+  kiln::tensor<T, 1> const seq = kiln::eval(kiln::seq, kiln::sum(A * A, 1));
+  REQUIRE(kept.shape() == kiln::extents<2>{rows, 1});
+  index_t wrong = -1, far = -1;
+  for (index_t r = 0; r < rows && wrong < 0 && far < 0; ++r) {
+    auto const a = kiln::view(A.data() + r * n, kiln::extents<1>{n});
+    auto const p = kiln::view(padded.data() + r * (n + 3), kiln::extents<1>{n});
+    T const alone = kiln::sum(a * a);
+    bool const same = std::bit_cast<std::array<unsigned char, sizeof(T)>>(squares(r)) ==
+                      std::bit_cast<std::array<unsigned char, sizeof(T)>>(alone);
+    if (!same || kept(r, 0) != squares(r) || T(kiln::sum(a * scalar)) != scaled(r) ||
+        T(kiln::sum(a + b)) != shifted(r) || T(kiln::sum(p)) != strided(r))
+      wrong = r;
+    bucket sq, sc, sh, st;
+    for (index_t j = 0; j < n; ++j) {
+      double const x = A(r, j);
+      sq.push_back(x * x), sc.push_back(x * 0.75), sh.push_back(x + double(b(j))), st.push_back(padded(r, j));
+    }
+    double const tolerance = std::is_same_v<T, float> ? 1e-6 : 1e-14;
+    if (!close(squares(r), ref::sum(sq), tolerance * ref::norm1(sq)) ||
+        !close(seq(r), ref::sum(sq), tolerance * ref::norm1(sq)) ||
+        !close(scaled(r), ref::sum(sc), tolerance * ref::norm1(sc)) ||
+        !close(shifted(r), ref::sum(sh), tolerance * ref::norm1(sh)) ||
+        !close(strided(r), ref::sum(st), tolerance * ref::norm1(st)))
+      far = r;
+  }
+  CHECK(wrong < 0);
+  CHECK(far < 0);
+}
+
+TEST_CASE("row folds: each row the same bits as its own full reduction, on either path") {
+  // Row lengths around the batch, the four- and eight-batch steps and the 1024-element blocks;
+  // row counts that are not multiples of anything.
+  std::vector<index_t> const lengths = {1,
+                                        2,
+                                        float_lanes - 1,
+                                        float_lanes,
+                                        float_lanes + 1,
+                                        4 * float_lanes - 1,
+                                        4 * float_lanes + 3,
+                                        8 * float_lanes,
+                                        8 * float_lanes + 1,
+                                        12 * float_lanes + 5,
+                                        256,
+                                        1023,
+                                        1024,
+                                        1025,
+                                        2500};
+  for (index_t rows : {1, 2, 7}) {
+    for (index_t n : lengths) {
+      check_row_folds<float>(rows, n);
+      check_row_folds<double>(rows, n);
+    }
+  }
+  check_row_folds<float>(33, 256);
+}
+
+TEST_CASE("row folds over several trailing axes, of integers, and of extent 1") {
+  // [2, 3, 50] over its last two axes: rows of 150 elements, each the same bits as its own sum.
+  auto const x = kiln::randn<float>({2, 3, 50}, 24);
+  kiln::tensor<float, 1> const s = kiln::sum(kiln::exp(x), kiln::axes<1, 2>);
+  kiln::tensor<float, 3> const k = kiln::sum(kiln::exp(x), {1, 2}, kiln::keepdim);
+  for (index_t r = 0; r < 2; ++r) {
+    auto const row = kiln::view(x.data() + r * 150, kiln::extents<1>{150});
+    CHECK(float(kiln::sum(kiln::exp(row))) == s(r));
+    CHECK(k(r, 0, 0) == s(r));
+  }
+  // Integers fold on the scalar path, exactly (int64 accumulators).
+  kiln::tensor<int, 1> const flat = kiln::arange<int>(0, 7 * 300);
+  auto const n = kiln::reshape(flat, {7, 300});
+  kiln::tensor<std::int64_t, 1> const ns = kiln::sum(n * n, kiln::axes<1>);
+  for (index_t r = 0; r < 7; ++r) {
+    std::int64_t want = 0;
+    for (index_t j = 0; j < 300; ++j) want += std::int64_t(r * 300 + j) * (r * 300 + j);
+    CHECK(ns(r) == want);
+  }
+  // A reduced axis of extent 1 keeps its elements.
+  auto const c = kiln::randn<float>({9, 1}, 25);
+  kiln::tensor<float, 1> const cs = kiln::sum(c, kiln::axes<1>);
+  for (index_t r = 0; r < 9; ++r) CHECK(cs(r) == c(r, 0));
 }
 
 TEST_CASE("accuracy: long sums are pairwise, along the inner and the outer axes") {

@@ -90,17 +90,21 @@ class cascade {
 
 inline constexpr index_t fold_block = 1024;
 
-// Folds the n elements of the current row, scalar.
+// Folds elements [start, end) of the current row, scalar, in blocks summed pairwise.
 template <class Op, class A, class Ev>
-A fold_row(Ev const& ev, index_t n) {
+A fold_span(Ev const& ev, index_t start, index_t end) {
   cascade<A, Op> partial;
-  for (index_t start = 0; start < n; start += fold_block) {
+  for (index_t block = start; block < end; block += fold_block) {
     A acc = Op::template identity<A>();
-    index_t const end = std::min(n, start + fold_block);
-    for (index_t i = start; i < end; ++i) acc = Op::combine(acc, Op::template prepare<A>(ev.scalar(i)));
+    index_t const block_end = std::min(end, block + fold_block);
+    for (index_t i = block; i < block_end; ++i) acc = Op::combine(acc, Op::template prepare<A>(ev.scalar(i)));
     partial.push(acc);
   }
   return partial.total();
+}
+template <class Op, class A, class Ev>
+A fold_row(Ev const& ev, index_t n) {
+  return fold_span<Op, A>(ev, 0, n);
 }
 
 // Combines the lanes of a batch with Op.
@@ -137,36 +141,64 @@ KILN_ALWAYS_INLINE B first_lanes(B const& b, index_t n, B const& fill) {
   return xsimd::select(lane < B(A(n)), b, fill);
 }
 
-// The same with batches: four independent accumulators per block hide the add latency; the tail
-// is a padded batch whose unused lanes are replaced by the identity.
+// Four batches from element i on, one into each accumulator.
+template <class Op, class A, inner_mode Mode, class Ev, class B>
+KILN_ALWAYS_INLINE void fold_four(Ev const& ev, index_t i, B& acc0, B& acc1, B& acc2, B& acc3) {
+  constexpr index_t W = B::size;
+  acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, false>(i, W)));
+  acc1 = Op::combine(acc1, Op::template prepare<B>(ev.template packet<A, Mode, false>(i + W, W)));
+  acc2 = Op::combine(acc2, Op::template prepare<B>(ev.template packet<A, Mode, false>(i + 2 * W, W)));
+  acc3 = Op::combine(acc3, Op::template prepare<B>(ev.template packet<A, Mode, false>(i + 3 * W, W)));
+}
+
+// One block [start, end) of a row, with batches: four independent accumulators hide the add
+// latency, batch j of the block going into accumulator j % 4; the batches past the last four go
+// into the first, and the tail is a padded batch whose unused lanes are replaced by the identity.
+// Inline, so that a loop over short rows keeps its constants and the leaves' pointers in
+// registers. (Eight batches per step cut W6's instructions by a tenth but not its time, and
+// added a sixth to the compile time of bench/reduce.cpp.)
 template <class Op, class A, inner_mode Mode, class Ev>
-A fold_row_simd(Ev const& shared, index_t n) {
-  Ev const ev = shared;  // a local copy keeps the leaves' pointers in registers (see simd_row)
+KILN_ALWAYS_INLINE simd_detail::batch<A> fold_block_simd(Ev const& ev, index_t start, index_t end) {
   using B = simd_detail::batch<A>;
   constexpr index_t W = B::size;
-  cascade<B, Op> partial;
   B const identity(Op::template identity<A>());
-  B single = identity;  // rows of one block (the common case) skip the cascade
-  for (index_t start = 0; start < n; start += fold_block) {
-    index_t const end = std::min(n, start + fold_block);
-    B acc0 = identity, acc1 = identity, acc2 = identity, acc3 = identity;
-    index_t i = start;
-    for (; i + 4 * W <= end; i += 4 * W) {
-      acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, false>(i, W)));
-      acc1 = Op::combine(acc1, Op::template prepare<B>(ev.template packet<A, Mode, false>(i + W, W)));
-      acc2 = Op::combine(acc2, Op::template prepare<B>(ev.template packet<A, Mode, false>(i + 2 * W, W)));
-      acc3 = Op::combine(acc3, Op::template prepare<B>(ev.template packet<A, Mode, false>(i + 3 * W, W)));
-    }
-    for (; i + W <= end; i += W) acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, false>(i, W)));
-    if (i < end) {
-      B const p = Op::template prepare<B>(ev.template packet<A, Mode, true>(i, end - i));
-      acc1 = Op::combine(acc1, first_lanes(p, end - i, identity));
-    }
-    B const block = Op::combine(Op::combine(acc0, acc1), Op::combine(acc2, acc3));
-    if (n <= fold_block) single = block;
-    else partial.push(block);
+  B acc0 = identity, acc1 = identity, acc2 = identity, acc3 = identity;
+  // The loops' bounds computed first, relative to start (W is a power of two): the compiler knows
+  // where each loop leaves j, and a loop over rows of one length computes them once.
+  index_t const count = end - start;
+  index_t const fours = count & ~(4 * W - 1), batches = count & ~(W - 1);
+  index_t j = 0;
+  for (; j < fours; j += 4 * W) fold_four<Op, A, Mode>(ev, start + j, acc0, acc1, acc2, acc3);
+  for (; j < batches; j += W)
+    acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, false>(start + j, W)));
+  if (j < count) {
+    B const p = Op::template prepare<B>(ev.template packet<A, Mode, true>(start + j, count - j));
+    acc1 = Op::combine(acc1, first_lanes(p, count - j, identity));
   }
-  return fold_lanes<Op>(n <= fold_block ? single : partial.total());
+  return Op::combine(Op::combine(acc0, acc1), Op::combine(acc2, acc3));
+}
+
+// Elements [start, end) of the current row folded with batches: one block, or blocks pairwise
+// (cascade). The result depends only on the elements and on end - start, not on where the span
+// starts. A call, one instance per tree for every row length (the loop over short rows of
+// fold_adjoining_rows inlines its own block instead).
+template <class Op, class A, inner_mode Mode, class Ev>
+A fold_span_simd(Ev const& shared, index_t start, index_t end) {
+  using B = simd_detail::batch<A>;
+  Ev const ev = shared;  // a local copy keeps the leaves' pointers in registers (see simd_row)
+  bool const one_block = end - start <= fold_block;
+  cascade<B, Op> partial;
+  B single(Op::template identity<A>());  // a span of one block (the common case) skips the cascade
+  for (index_t block = start; block < end; block += fold_block) {
+    B const sum = fold_block_simd<Op, A, Mode>(ev, block, std::min(end, block + fold_block));
+    if (one_block) single = sum;
+    else partial.push(sum);
+  }
+  return fold_lanes<Op>(one_block ? single : partial.total());
+}
+template <class Op, class A, inner_mode Mode, class Ev>
+A fold_row_simd(Ev const& ev, index_t n) {
+  return fold_span_simd<Op, A, Mode>(ev, 0, n);
 }
 
 // Accumulates row elements into out[i * step] (the row's dimension is kept), scalar.
@@ -206,6 +238,42 @@ extents<RA> reduction_strides(std::array<int, N> const& axes, std::array<index_t
     if (!reduced || Keep) ++o;
   }
   return s;
+}
+
+// The common case without the general planner (as make_flat_plan for assignments): a reduction
+// over the trailing axes of an input whose leaves are all contiguous over its whole shape (or
+// broadcast scalars), into a contiguous destination. Plans the rows the general planner would
+// find: [rows, n] with output r for row r, or one row [n] folding into the single output.
+// Returns false, and changes nothing, when the case does not apply (or n is 1, which the general
+// planner folds as a kept dimension).
+template <int R, std::size_t N, class Ev>
+KILN_ALWAYS_INLINE bool make_trailing_plan(extents<R> const& shape, std::array<int, N> const& axes,
+                                           bool dst_contiguous, Ev& ev, loop_plan<R>& plan) {
+  if constexpr (N == 0) {
+    return false;
+  } else {
+    index_t rows = 1, n = 1;
+    for (std::size_t d = 0; d < std::size_t(R); ++d) (d < R - N ? rows : n) *= shape[d];
+    if (!dst_contiguous || axes[0] != int(R - N) || n <= 1) return false;  // axes are sorted, distinct
+    constexpr std::size_t L = Ev::leaf_count;
+    leaf_strides<R, L> strides;
+    std::size_t k = 0;
+    visit_leaves(ev, gather_strides<R, L>{strides, k});
+    if (!make_flat_plan<R>(shape, contiguous_strides<R>(shape), strides, plan)) return false;
+    if (rows == 1) {
+      plan.out_strides[0] = 0;
+    } else if constexpr (R >= 2) {  // (rank 1 has one row)
+      plan.dims = 2;
+      plan.shape[0] = rows;
+      plan.shape[1] = n;
+      plan.out_strides[0] = 1;
+      plan.out_strides[1] = 0;
+      for (auto& s : strides) s[1] = s[0], s[0] *= n;  // 1 (contiguous) or 0 (broadcast scalar)
+    }
+    k = 0;
+    visit_leaves(ev, scatter_strides<R, L>{strides, k});
+    return true;
+  }
 }
 
 // The cascade for partial results that are whole rows of outputs (a reduction over outer
@@ -270,15 +338,68 @@ index_t group_reduced_rows(loop_plan<R>& plan, Ev& ev) {
   return rows;
 }
 
+// Elements [start, end) of the current row folded into one value, with batches (Vector) or scalar.
+template <class Op, class A, inner_mode Mode, bool Vector, class Ev>
+KILN_ALWAYS_INLINE A fold_one_span(Ev const& ev, index_t start, index_t end) {
+  if constexpr (Vector) return fold_span_simd<Op, A, Mode>(ev, start, end);
+  else return fold_span<Op, A>(ev, start, end);
+}
+
+// The common case of the loop below, without its stepping from row to row: rows folding in place
+// into one value each (row sums, full reductions) that follow one another in every leaf (a plan
+// of one or two dimensions whose leaves' strides along the outer dimension are the row length
+// times their inner strides: contiguous rows of a contiguous input, or a broadcast scalar).
+// The leaves point at the first row once, and row k is the span [k n, k n + n) of one long row.
+// One copy of the evaluator per call, local to this function, whose address never leaves it (as
+// run_rows' in kernels.hpp): the compiler keeps the leaves' pointers in registers across the
+// stores to `out`. Short rows fold with the block loop inlined here, the same instructions as
+// fold_span_simd's, so each row's result is the same bits whichever path folds it, and wherever a
+// thread's part of the rows (kiln::par) starts. Returns false when the rows do not follow one
+// another.
+struct rows_adjoin {
+  int outer;  // the outer dimension
+  index_t n;
+  bool& adjoin;
+  template <class Leaf>
+  KILN_ALWAYS_INLINE void operator()(Leaf const& leaf) const noexcept {
+    adjoin = adjoin && leaf.strides[outer] == n * leaf.strides[outer + 1];
+  }
+};
+template <class Op, class A, inner_mode Mode, bool Vector, int R, class Ev>
+bool fold_adjoining_rows(loop_plan<R> const& plan, Ev const& shared, A* out) {
+  int const outer = plan.dims - 2;  // -1 for a single row
+  index_t const n = plan.shape[plan.dims - 1];
+  bool adjoin = outer <= 0;
+  Ev ev = shared;
+  if (outer == 0) visit_leaves(ev, rows_adjoin{outer, n, adjoin});
+  if (!adjoin) return false;
+  index_t const first = plan.first_row;
+  index_t const rows = plan.row_count >= 0 ? plan.row_count : outer == 0 ? plan.shape[0] : 1;
+  index_t const step = outer == 0 ? plan.out_strides[0] : 0;
+  plan_strides<R> index{};
+  index[0] = first;
+  visit_leaves(ev, start_leaf_rows<R>{index, outer + 1});
+  A* const o = out + first * step;
+  if constexpr (Vector && Mode == inner_mode::contiguous) {  // (mixed: the call, for compile time)
+    if (n <= fold_block) {
+      for (index_t k = 0; k < rows; ++k)
+        o[k * step] = Op::combine(o[k * step], fold_lanes<Op>(fold_block_simd<Op, A, Mode>(ev, k * n, k * n + n)));
+      return true;
+    }
+  }
+  for (index_t k = 0; k < rows; ++k)
+    o[k * step] = Op::combine(o[k * step], fold_one_span<Op, A, Mode, Vector>(ev, k * n, k * n + n));
+  return true;
+}
+
 // Folds every row of a grouped plan into `out`, vector (Vector, only for inner strides 0 and 1)
 // or scalar: into one output per row (inner stride 0), or across the row's outputs. Runs of
 // `group` rows fold into the same outputs: beyond one block (about fold_block elements per
 // output) they are summed in blocks, and the blocks pairwise, as within a row.
 template <class Op, class A, inner_mode Mode, bool Vector, int R, class Ev>
-void fold_rows(loop_plan<R> const& plan, Ev& ev, A* out, index_t group) {
+void fold_runs(loop_plan<R> const& plan, Ev& ev, A* out, index_t group, index_t rows_per_block) {
   index_t const n = plan.shape[plan.dims - 1];
   index_t const step = plan.out_strides[plan.dims - 1];
-  index_t const rows_per_block = step == 0 ? std::max<index_t>(1, fold_block / n) : fold_block;
   bool const blocked = group > rows_per_block;  // otherwise each output takes one block, in place
   A const identity = Op::template identity<A>();
   A block = identity;      // inner stride 0: the current block's value,
@@ -287,9 +408,7 @@ void fold_rows(loop_plan<R> const& plan, Ev& ev, A* out, index_t group) {
   index_t row = 0;         // in the current run
   for_each_row(plan, ev, [&](index_t offset, auto const&) {
     if (step == 0) {
-      A value;
-      if constexpr (Vector) value = fold_row_simd<Op, A, Mode>(ev, n);
-      else value = fold_row<Op, A>(ev, n);
+      A const value = fold_one_span<Op, A, Mode, Vector>(ev, 0, n);
       if (!blocked) {
         out[offset] = Op::combine(out[offset], value);
         return;
@@ -317,6 +436,17 @@ void fold_rows(loop_plan<R> const& plan, Ev& ev, A* out, index_t group) {
     }
     row = 0;
   });
+}
+
+// The same, adjoining rows that fold in place first.
+template <class Op, class A, inner_mode Mode, bool Vector, int R, class Ev>
+KILN_ALWAYS_INLINE void fold_rows(loop_plan<R> const& plan, Ev& ev, A* out, index_t group) {
+  index_t const n = plan.shape[plan.dims - 1];
+  index_t const step = plan.out_strides[plan.dims - 1];
+  // Each output one block or less (group <= rows_per_block below, without its division).
+  bool const in_place = step == 0 && (group == 1 || group * n <= fold_block);
+  if (in_place && fold_adjoining_rows<Op, A, Mode, Vector>(plan, ev, out)) return;
+  fold_runs<Op, A, Mode, Vector>(plan, ev, out, group, step == 0 ? std::max<index_t>(1, fold_block / n) : fold_block);
 }
 
 // Folds every row of a grouped plan (or of its part) into `out` on one thread: vector code where
@@ -390,8 +520,12 @@ void fold(Policy const& policy, tensor_view<A, R> const& dst, Arg const& arg, st
   std::fill_n(dst.data(), dst.size(), Op::template identity<A>());
   if (element_count<RA>(arg.shape()) == 0) return;
   evaluator<Arg, RA> ev(arg, arg.shape());
-  loop_plan<RA> plan = make_plan<RA>(arg.shape(), reduction_strides<RA, Keep>(axes, dst.strides()), ev);
-  index_t const group = group_reduced_rows(plan, ev);
+  loop_plan<RA> plan;
+  index_t group = 1;
+  if (!make_trailing_plan<RA>(arg.shape(), axes, dst.is_contiguous(), ev, plan)) {
+    plan = make_plan<RA>(arg.shape(), reduction_strides<RA, Keep>(axes, dst.strides()), ev);
+    group = group_reduced_rows(plan, ev);
+  }
   fold_plan<Op>(policy, plan, ev, dst.data(), group);
 }
 
@@ -450,11 +584,10 @@ void finish(Policy const& policy, tensor_view<T, R> const& dst, Op const&, index
   assign(policy, flat(dst), make_map(finalize_op<Op>{{}, count}, tensor_view<T const, 1>(flat(dst))));
 }
 
-template <class Policy, class T, int R, class Op, class Arg, int N, bool Keep>
-void materialize_reduction(Policy const& policy, tensor_view<T, R> const& dst,
-                           reduction<Op, Arg, N, Keep> const& node) {
-  auto const arg = lower(policy, node.arg());
-  using Lowered = std::remove_const_t<decltype(arg)>;
+// The reduction `node` of `arg`, its argument with every boundary already evaluated.
+template <class Policy, class T, int R, class Op, class Arg, int N, bool Keep, class Lowered>
+void materialize_reduction(Policy const& policy, tensor_view<T, R> const& dst, reduction<Op, Arg, N, Keep> const& node,
+                           Lowered const& arg) {
   std::bool_constant<Keep> const keep;
   if constexpr (requires { typename Op::pre; }) {
     // m = pre(arg) with the reduced dimensions kept; dst = output(fold(input(arg, m)), m).
@@ -474,6 +607,12 @@ void materialize_reduction(Policy const& policy, tensor_view<T, R> const& dst,
     fold<Op>(policy, dst, arg, node.reduced_axes(), keep);
     if constexpr (requires { Op::finalizes; }) finish(policy, dst, node.op(), node.reduced_size());
   }
+}
+template <class Policy, class T, int R, class Op, class Arg, int N, bool Keep>
+void materialize_reduction(Policy const& policy, tensor_view<T, R> const& dst, reduction<Op, Arg, N, Keep> const& node) {
+  // An argument without boundaries is read as it is: lowering would copy its tree.
+  if constexpr (contains_materialized<Arg>::value) materialize_reduction(policy, dst, node, lower(policy, node.arg()));
+  else materialize_reduction(policy, dst, node, node.arg());
 }
 
 // An evaluator seen through an elementwise step f (a generic lambda for scalars and batches), so

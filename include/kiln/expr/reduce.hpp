@@ -77,8 +77,10 @@ class reduction {
   static constexpr bool is_kiln_expression = true;
   static constexpr bool is_materialized = true;
 
-  reduction(Op op, Arg arg, std::array<int, N> const& axes)
-      : op_(op), arg_(std::move(arg)), axes_(detail::normalize_axes<N>(axes, Arg::rank, Op::name)) {
+  // `normalized`: the axes are known to be in range, sorted and distinct (compile-time axes, which
+  // static_asserts have checked), and are not checked again.
+  reduction(Op op, Arg arg, std::array<int, N> const& axes, bool normalized = false)
+      : op_(op), arg_(std::move(arg)), axes_(normalized ? axes : detail::normalize_axes<N>(axes, Arg::rank, Op::name)) {
     auto const& in = arg_.shape();
     index_t reduced = 1;
     for (int d = 0, o = 0, k = 0; d < Arg::rank; ++d) {
@@ -194,7 +196,12 @@ struct reduction_fn {
       std::sort(a.begin(), a.end());
       return std::adjacent_find(a.begin(), a.end()) == a.end();
     }(), "kiln: a reduction axis is given more than once");
-    return build(std::forward<X>(x), std::array<int, sizeof...(I)>{I...}, opt...);
+    static constexpr std::array<int, sizeof...(I)> normalized = [] {
+      std::array<int, sizeof...(I)> a{((I + R) % (R > 0 ? R : 1))...};
+      std::sort(a.begin(), a.end());
+      return a;
+    }();
+    return build(std::forward<X>(x), normalized, opt..., normalized_axes{});
   }
   template <expression X, class... Opt>
   auto operator()(X&& x, int axis, Opt... opt) const {
@@ -208,10 +215,13 @@ struct reduction_fn {
   }
 
  private:
+  struct normalized_axes {};  // the last option of compile-time axes
   template <class X, std::size_t N, class... Opt>
   static auto build(X&& x, std::array<int, N> const& a, Opt... opt) {
     constexpr bool keep = (std::is_same_v<Opt, keepdim_t> || ...);
-    static_assert(((std::is_same_v<Opt, keepdim_t> || std::is_same_v<Opt, correction>) && ...),
+    constexpr bool normalized = (std::is_same_v<Opt, normalized_axes> || ...);
+    static_assert(((std::is_same_v<Opt, keepdim_t> || std::is_same_v<Opt, correction> ||
+                    std::is_same_v<Opt, normalized_axes>) && ...),
                   "kiln: a reduction's options are kiln::keepdim and, for var and std, kiln::correction{c}");
     Op op{};
     if constexpr (requires { op.correction; })
@@ -219,7 +229,7 @@ struct reduction_fn {
     else
       static_assert(!(std::is_same_v<Opt, correction> || ...), "kiln: only var and std take a correction");
     using Arg = decltype(detail::as_node<void>(std::forward<X>(x)));
-    return reduction<Op, Arg, int(N), keep>(op, detail::as_node<void>(std::forward<X>(x)), a);
+    return reduction<Op, Arg, int(N), keep>(op, detail::as_node<void>(std::forward<X>(x)), a, normalized);
   }
   template <class O>
   static double as_correction(O const& o) {
