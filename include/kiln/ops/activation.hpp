@@ -17,15 +17,19 @@ using math::select;
 
 // Derivative rules (grad: see arithmetic.hpp) as torch's *_backward kernels.
 
-// 1 / (1 + e^-x) through e = e^-|x|, so neither branch overflows: sigmoid(-1000) = 0 exactly,
-// and sigmoid(-100) is the subnormal it should be in float.
+// 1 / (1 + e^-x) through e = e^-|x|, so neither branch overflows: 1 / (1 + e) for x >= 0 and
+// e / (1 + e) below, one division for both. sigmoid(-1000) = 0 exactly, sigmoid(-100) is the
+// subnormal it should be in float, and the relative error stays small all the way down: float
+// batches, with kiln's float exp, are within 3 ulp over all 2^32 floats (15 inputs at 3 ulp,
+// 99.99% within 1; measured exhaustively against double). The cheaper
+// 0.5 + 0.5 tanh(x/2) of the fast tanh is not used: for x < 0 it cancels, and its absolute error
+// (~1e-7) is already 8 ulp of sigmoid(-2) = 0.12, thousands of ulp near -9 (Eigen's logistic,
+// a rational shifted by 0.5, behaves the same way).
 struct sigmoid_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "sigmoid";
   template <class T> KILN_HD T operator()(T x) const {
-    using std::abs;
-    T const e = math::exp(-abs(x));
-    T const r = lit<T>(1) / (lit<T>(1) + e);
-    return select(x >= lit<T>(0), r, e * r);
+    T const e = math::exp_of_nonpositive(math::minus_abs(x));
+    return select(x >= lit<T>(0), lit<T>(1), e) / (lit<T>(1) + e);
   }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T out, T) const { return {g * (lit<T>(1) - out) * out}; }
 };

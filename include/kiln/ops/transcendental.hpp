@@ -126,7 +126,7 @@ struct cosh_op : unary_floating {
 };
 struct tanh_op : unary_floating {
   static constexpr std::string_view name = "tanh";
-  template <class T> KILN_HD T operator()(T x) const { using std::tanh; return tanh(x); }
+  template <class T> KILN_HD T operator()(T x) const { return math::tanh(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T out, T) const {
     return {g * (math::lit<T>(1) - out * out)};
   }
