@@ -144,9 +144,9 @@ KILN_ALWAYS_INLINE auto record(Ev const& ev, Read r);
 
 template <class Ev, class Read, std::size_t... I>
 KILN_ALWAYS_INLINE auto record_map(Ev const& ev, Read r, std::index_sequence<I...> seq) {
-  using Children = indexed_pack<decltype(seq), decltype(record(std::get<I>(ev.args), r))...>;
+  using Children = indexed_pack<decltype(seq), decltype(record(slot<I>(ev.args), r))...>;
   using V = decltype(ev.apply(value_of(slot<I>(std::declval<Children const&>()))...));
-  value_tape<V, Children> tape{Children{{record(std::get<I>(ev.args), r)}...}, V{}};
+  value_tape<V, Children> tape{Children{{record(slot<I>(ev.args), r)}...}, V{}};
   tape.value = ev.apply(value_of(slot<I>(tape.children))...);
   return tape;
 }
@@ -155,7 +155,7 @@ template <class Ev, class Read>
 KILN_ALWAYS_INLINE auto record(Ev const& ev, Read r) {
   using Node = typename Ev::node_type;
   if constexpr (differentiable<Node> && !is_var_leaf<Node>)
-    return record_map(ev, r, std::make_index_sequence<std::tuple_size_v<decltype(ev.args)>>{});
+    return record_map(ev, r, std::make_index_sequence<pack_size_v<decltype(ev.args)>>{});
   else
     return read(ev, r);
 }
@@ -212,7 +212,7 @@ KILN_ALWAYS_INLINE void backprop_map(Ev& ev, Tape const& tape, G const& g, Read 
   auto const d = partials(ev, static_cast<std::conditional_t<simd_detail::is_batch<G>, G, C>>(g), tape.value, seq,
                           value_of(slot<I>(tape.children))...);
   auto child = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {
-    auto& child_ev = std::get<K>(ev.args);
+    auto& child_ev = slot<K>(ev.args);
     using Child = typename std::remove_cvref_t<decltype(child_ev)>::node_type;
     if constexpr (differentiable<Child>) {
       auto const& below = slot<K>(tape.children);
@@ -236,7 +236,7 @@ KILN_ALWAYS_INLINE void backprop(Ev& ev, Tape const& tape, G const& g, Read r, M
   if constexpr (is_var_leaf<typename Ev::node_type>)
     ev.accumulate(masked(g, mask), r);
   else
-    backprop_map(ev, tape, g, r, mask, std::make_index_sequence<std::tuple_size_v<decltype(ev.args)>>{});
+    backprop_map(ev, tape, g, r, mask, std::make_index_sequence<pack_size_v<decltype(ev.args)>>{});
 }
 
 // The root of a backward loop: the producer's evaluator and those of the extra operands the
@@ -256,15 +256,15 @@ struct backward_root {
   }();
 
   Upstream upstream;
-  std::tuple<Producer, Extras...> args;
+  indexed_pack<std::index_sequence_for<Producer, Extras...>, Producer, Extras...> args;
 
   // One step: forward values, dL/dp, the reverse walk. Returns the producer's value.
   template <class Read>
   KILN_ALWAYS_INLINE auto step(Read r) {
-    auto const tape = record(std::get<0>(args), r);
+    auto const tape = record(slot<0>(args), r);
     auto const p = value_of(tape);
-    auto const u = std::apply([&](auto const&, auto const&... extra) { return upstream(p, read(extra, r)...); }, args);
-    backprop(std::get<0>(args), tape, static_cast<std::remove_const_t<decltype(p)>>(u), r);
+    auto const u = apply_pack([&](auto const&, auto const&... extra) { return upstream(p, read(extra, r)...); }, args);
+    backprop(slot<0>(args), tape, static_cast<std::remove_const_t<decltype(p)>>(u), r);
     return p;
   }
 };
@@ -291,8 +291,8 @@ void bind_adjoints(Node const& node, Ev& ev, index_t size) {
     ev.broadcast = v.value.size() != size;
   } else if constexpr (differentiable<Node>) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (bind_adjoints(std::get<I>(node.args()), std::get<I>(ev.args), size), ...);
-    }(std::make_index_sequence<std::tuple_size_v<std::remove_cvref_t<decltype(node.args())>>>{});
+      (bind_adjoints(slot<I>(node.args()), slot<I>(ev.args), size), ...);
+    }(std::make_index_sequence<pack_size_v<decltype(node.args())>>{});
   }
 }
 
@@ -420,7 +420,7 @@ auto backward_pass(Policy const& policy, Producer const& producer, Upstream cons
   auto const& shape = producer.shape();
   backward_root<Upstream, evaluator<Producer, R>, evaluator<Extras, R>...> root{
       upstream, {evaluator<Producer, R>(producer, shape), evaluator<Extras, R>(extras, shape)...}};
-  bind_adjoints(producer, std::get<0>(root.args), element_count<R>(shape));
+  bind_adjoints(producer, slot<0>(root.args), element_count<R>(shape));
   return backward_loop<Sum, R>(policy, shape, root);
 }
 

@@ -14,7 +14,7 @@ namespace detail {
 template <class Node, class F>
 void for_each_device_leaf(Node const& node, F&& f) {
   if constexpr (requires { node.storage(); }) f(node);
-  else if constexpr (requires { node.args(); }) std::apply([&](auto const&... a) { (for_each_device_leaf(a, f), ...); }, node.args());
+  else if constexpr (requires { node.args(); }) apply_pack([&](auto const&... a) { (for_each_device_leaf(a, f), ...); }, node.args());
   else if constexpr (requires { node.arg(); }) for_each_device_leaf(node.arg(), f);
 }
 

@@ -126,7 +126,7 @@ struct device_evaluator<map<Op, Args...>, R> {
   static constexpr std::size_t arity = sizeof...(Args);
 
   device_evaluator(node_type const& node, extents<R> const& out_shape)
-      : op(node.op()), args(std::apply([&](Args const&... a) { return children{{device_evaluator<Args, R>(a, out_shape)}...}; },
+      : op(node.op()), args(apply_pack([&](Args const&... a) { return children{{device_evaluator<Args, R>(a, out_shape)}...}; },
                                        node.args())) {}
 
   bool is_flat() const noexcept { return flat(std::index_sequence_for<Args...>{}); }

@@ -55,7 +55,7 @@ struct graph_listing {
   template <class Op, class... Args>
   int add(map<Op, Args...> const& node) {
     std::vector<int> inputs;
-    std::apply([&](auto const&... a) { (inputs.push_back(add(a)), ...); }, node.args());
+    detail::apply_pack([&](auto const&... a) { (inputs.push_back(add(a)), ...); }, node.args());
     entries.push_back({std::string(Op::name), describe<typename map<Op, Args...>::value_type>(node.shape()),
                        std::move(inputs)});
     return static_cast<int>(entries.size()) - 1;

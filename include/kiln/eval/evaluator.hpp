@@ -182,9 +182,8 @@ struct evaluator<map<Op, Args...>, R> {
   static constexpr std::size_t leaf_count = (std::size_t{0} + ... + evaluator<Args, R>::leaf_count);
 
   evaluator(node_type const& node, extents<R> const& out_shape)
-      : op(node.op()), args(std::apply([&](auto const&... a) {
-          return std::tuple<evaluator<Args, R>...>(evaluator<Args, R>(a, out_shape)...);
-        }, node.args())) {}
+      : op(node.op()), args(detail::apply_pack([&](Args const&... a) { return children{{evaluator<Args, R>(a, out_shape)}...}; },
+                                                node.args())) {}
 
   value_type scalar(index_t i) const noexcept {
     return scalar_impl(i, std::index_sequence_for<Args...>{});
@@ -201,17 +200,18 @@ struct evaluator<map<Op, Args...>, R> {
     return apply_impl(std::index_sequence_for<Args...>{}, v...);
   }
 
+  using children = indexed_pack<std::index_sequence_for<Args...>, evaluator<Args, R>...>;
   Op op;
-  std::tuple<evaluator<Args, R>...> args;
+  children args;
 
  private:
   template <std::size_t... I>
   KILN_ALWAYS_INLINE value_type scalar_impl(index_t i, std::index_sequence<I...>) const noexcept {
-    return static_cast<value_type>(apply(std::get<I>(args).scalar(i)...));
+    return static_cast<value_type>(apply(slot<I>(args).scalar(i)...));
   }
   template <class Lane, inner_mode Mode, bool Tail, std::size_t... I>
   KILN_ALWAYS_INLINE auto packet_impl(index_t i, index_t n, std::index_sequence<I...>) const noexcept {
-    return apply(std::get<I>(args).template packet<Lane, Mode, Tail>(i, n)...);
+    return apply(slot<I>(args).template packet<Lane, Mode, Tail>(i, n)...);
   }
   template <std::size_t... I, class... V>
   KILN_ALWAYS_INLINE auto apply_impl(std::index_sequence<I...>, V const&... v) const noexcept {
@@ -234,7 +234,7 @@ void for_each_leaf(Ev& ev, F&& f) {
   if constexpr (Ev::is_leaf) {
     f(ev);
   } else if constexpr (requires { ev.args; }) {
-    std::apply([&](auto&... child) { (for_each_leaf(child, f), ...); }, ev.args);
+    apply_pack([&](auto&... child) { (for_each_leaf(child, f), ...); }, ev.args);
   }
 }
 
@@ -245,8 +245,8 @@ void visit_leaf_pairs(Node const& node, Ev const& ev, F&& f) {
     f(node, ev);
   } else if constexpr (requires { ev.args; }) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (visit_leaf_pairs(std::get<I>(node.args()), std::get<I>(ev.args), f), ...);
-    }(std::make_index_sequence<std::tuple_size_v<decltype(ev.args)>>{});
+      (visit_leaf_pairs(slot<I>(node.args()), slot<I>(ev.args), f), ...);
+    }(std::make_index_sequence<pack_size_v<decltype(ev.args)>>{});
   }
 }
 

@@ -115,14 +115,14 @@ template <class Ev, class F>
 KILN_ALWAYS_INLINE void visit_leaves(Ev& ev, F const& f);
 template <class Ev, class F, std::size_t... I>
 KILN_ALWAYS_INLINE void visit_leaf_children(Ev& ev, F const& f, std::index_sequence<I...>) {
-  (visit_leaves(std::get<I>(ev.args), f), ...);
+  (visit_leaves(slot<I>(ev.args), f), ...);
 }
 template <class Ev, class F>
 KILN_ALWAYS_INLINE void visit_leaves(Ev& ev, F const& f) {
   if constexpr (Ev::is_leaf)
     f(ev);
   else if constexpr (requires { ev.args; })
-    visit_leaf_children(ev, f, std::make_index_sequence<std::tuple_size_v<decltype(ev.args)>>{});
+    visit_leaf_children(ev, f, std::make_index_sequence<pack_size_v<decltype(ev.args)>>{});
 }
 
 template <int R, std::size_t N>

@@ -25,7 +25,7 @@ struct contains_materialized<map<Op, Args...>> : std::bool_constant<(contains_ma
 template <class Node, class F>
 void for_each_leaf_node(Node const& node, F&& f) {
   if constexpr (requires { node.view(); }) f(node);
-  else if constexpr (requires { node.args(); }) std::apply([&](auto const&... a) { (for_each_leaf_node(a, f), ...); }, node.args());
+  else if constexpr (requires { node.args(); }) apply_pack([&](auto const&... a) { (for_each_leaf_node(a, f), ...); }, node.args());
   else if constexpr (requires { node.arg(); }) for_each_leaf_node(node.arg(), f);
 }
 
@@ -38,7 +38,7 @@ auto replace_boundaries(Node const& node, Replace const& replace) {
   if constexpr (is_materialized<Node>) {
     return replace(node);
   } else if constexpr (contains_materialized<Node>::value) {
-    return std::apply([&](auto const&... a) {
+    return apply_pack([&](auto const&... a) {
       return map<typename Node::op_type, decltype(replace_boundaries(a, replace))...>(node.op(),
                                                                                       replace_boundaries(a, replace)...);
     }, node.args());

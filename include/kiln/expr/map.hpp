@@ -2,12 +2,12 @@
 // IWYU pragma: private, include <kiln/kiln.hpp>
 #pragma once
 
+#include <kiln/core/indexed_pack.hpp>
 #include <kiln/expr/leaf.hpp>
 #include <kiln/ops/op.hpp>
 
 #include <algorithm>
 #include <string>
-#include <tuple>
 #include <utility>
 
 namespace kiln {
@@ -26,11 +26,13 @@ class map {
   static constexpr int rank = std::max({0, Args::rank...});
   static constexpr bool is_kiln_expression = true;
 
-  explicit map(Op op, Args... args)
-      : op_(op), args_(std::move(args)...), shape_(std::apply([](Args const&... a) { return broadcast_all(a...); }, args_)) {}
+  // The children, an aggregate: slot<I>(args()), detail::apply_pack(f, args()).
+  using args_type = detail::indexed_pack<std::index_sequence_for<Args...>, Args...>;
+
+  explicit map(Op op, Args... args) : op_(op), shape_(broadcast_all(args...)), args_{{std::move(args)}...} {}
 
   Op const& op() const noexcept { return op_; }
-  std::tuple<Args...> const& args() const noexcept { return args_; }
+  args_type const& args() const noexcept { return args_; }
   extents<rank> const& shape() const noexcept { return shape_; }
 
  private:
@@ -53,8 +55,8 @@ class map {
   }
 
   Op op_;
-  std::tuple<Args...> args_;
   extents<rank> shape_;
+  args_type args_;
 };
 
 // An operand of an elementwise operation: an expression or a C++ arithmetic scalar.
