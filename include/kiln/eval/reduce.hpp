@@ -252,9 +252,11 @@ KILN_ALWAYS_INLINE bool make_trailing_plan(extents<R> const& shape, std::array<i
   if constexpr (N == 0) {
     return false;
   } else {
+    // (Signed indices: with unsigned ones nvcc flags `d < 0` in the R == N instances.)
+    constexpr int kept = R - int(N);
     index_t rows = 1, n = 1;
-    for (std::size_t d = 0; d < std::size_t(R); ++d) (d < R - N ? rows : n) *= shape[d];
-    if (!dst_contiguous || axes[0] != int(R - N) || n <= 1) return false;  // axes are sorted, distinct
+    for (int d = 0; d < R; ++d) (d < kept ? rows : n) *= shape[d];
+    if (!dst_contiguous || axes[0] != kept || n <= 1) return false;  // axes are sorted, distinct
     constexpr std::size_t L = Ev::leaf_count;
     leaf_strides<R, L> strides;
     std::size_t k = 0;
