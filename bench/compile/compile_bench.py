@@ -123,14 +123,23 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     results = []
     cpu = {}  # case index -> median user + system seconds (robust when other jobs share the CPU)
+    sources = []
     for idx, (kind, label, lib, body, nodes) in enumerate(cases):
         src = work / f"tu{idx:02d}_{kind}_{lib}_{nodes}.cpp"
         src.write_text(source(lib, body))
-        obj = work / (src.stem + ".o")
-        runs = [compile_once(args.cxx, flags, src, obj) for _ in range(args.runs)]
-        wall = statistics.median(r[0] for r in runs)
-        rss = max(r[1] for r in runs)
-        cpu[idx] = statistics.median(r[2] for r in runs)
+        sources.append((src, work / (src.stem + ".o")))
+    # Rounds over every TU rather than all runs of one TU in a row: a stretch of load on the shared
+    # machine then spreads over kiln and Eigen alike instead of landing on one of them.
+    runs = [[] for _ in cases]
+    for r in range(args.runs):
+        for idx, (src, obj) in enumerate(sources):
+            runs[idx].append(compile_once(args.cxx, flags, src, obj))
+        print(f"  round {r + 1} of {args.runs} done", file=sys.stderr)
+    for idx, (kind, label, lib, body, nodes) in enumerate(cases):
+        src, obj = sources[idx]
+        wall = statistics.median(x[0] for x in runs[idx])
+        rss = max(x[1] for x in runs[idx])
+        cpu[idx] = statistics.median(x[2] for x in runs[idx])
         results.append((kind, label, lib, nodes, wall, rss, obj.stat().st_size))
         print(f"  {src.name}: {wall:.2f} s wall, {cpu[idx]:.2f} s cpu, {rss / 1024:.0f} MiB", file=sys.stderr)
 
@@ -141,7 +150,7 @@ def main():
 
     out = []
     out.append(f"`{args.cxx} {' '.join(f for f in flags if not f.startswith('-I') and f != '-isystem' and not f.startswith('/'))} -c`, "
-               f"wall time median of {args.runs}, peak RSS the largest of the runs.")
+               f"wall time median of {args.runs} interleaved rounds, peak RSS the largest of the runs.")
     out.append("")
     out.append("| TU | library | wall (s) | over empty TU (s) | CPU user+sys (s) | peak RSS (MiB) | .o (KiB) |")
     out.append("|---|---|---:|---:|---:|---:|---:|")
