@@ -3,6 +3,8 @@
 // IWYU pragma: private, include <kiln/kiln.hpp>
 #pragma once
 
+#include <kiln/core/config.hpp>
+
 #include <xsimd/xsimd.hpp>
 
 #include <type_traits>
@@ -45,6 +47,17 @@ auto reduce_add(B const& b) {
   return xsimd::reduce_add(b);
 #else
   return xsimd::hadd(b);
+#endif
+}
+
+// The lanes' bits read as element type U: xsimd::bitwise_cast<batch<U, A>> up to xsimd 10,
+// bitwise_cast<U> from 11 on (xsimd PR 903).
+template <class U, class T, class A>
+KILN_ALWAYS_INLINE xsimd::batch<U, A> bits_as(xsimd::batch<T, A> const& x) {
+#if XSIMD_VERSION_MAJOR >= 11
+  return xsimd::bitwise_cast<U>(x);
+#else
+  return xsimd::bitwise_cast<xsimd::batch<U, A>>(x);
 #endif
 }
 

@@ -148,19 +148,9 @@ KILN_ALWAYS_INLINE KILN_HD T with_gradual_underflow(T const& x, double min_norma
   }
 }
 
-// The lanes' bits read as element type U: xsimd::bitwise_cast<batch<U, A>> up to xsimd 10,
-// bitwise_cast<U> from 11 on (xsimd PR 903). (A candidate for core/simd.hpp.)
-template <class U, class T, class A>
-KILN_ALWAYS_INLINE xsimd::batch<U, A> bits_as(xsimd::batch<T, A> const& x) {
-#if XSIMD_VERSION_MAJOR >= 11
-  return xsimd::bitwise_cast<U>(x);
-#else
-  return xsimd::bitwise_cast<xsimd::batch<U, A>>(x);
-#endif
-}
-
-// e^x for float batches, kiln's own: branch-free, subnormal results included, within 1 ulp of
-// the correctly rounded value over all 2^32 floats (measured exhaustively against double exp).
+// e^x for float batches, kiln's own: branch-free, subnormal results included, within 2 ulp of
+// the correctly rounded value over all 2^32 floats (27 inputs at 2 ulp, 99.5% correctly rounded;
+// measured exhaustively against double exp).
 //   k = round(x / ln 2): adding M = 1.5 * 2^23 + 127 to x / ln 2 rounds it to an integer and leaves
 //     k + 127 in the sum's low mantissa bits; k1 = round(x / (2 ln 2)) the same way, k2 = k - k1.
 //   r = x - k ln 2 in two steps (Cody-Waite, ln 2 = 0.693359375 - 2.12194440e-4, the first part
@@ -195,8 +185,8 @@ KILN_ALWAYS_INLINE KILN_HD T exp_float_batch(T const& x) {
   y = xsimd::fma(y, r, T(1.6666277e-01f));
   y = xsimd::fma(y, r, T(0.5f));
   T const er = xsimd::fma(y, r * r, r) + T(1.0f);
-  T const two_k1 = bits_as<float>(bits_as<std::int32_t>(k1m) << 23);
-  T const two_k2 = bits_as<float>(bits_as<std::int32_t>(k2m) << 23);
+  T const two_k1 = simd_detail::bits_as<float>(simd_detail::bits_as<std::int32_t>(k1m) << 23);
+  T const two_k2 = simd_detail::bits_as<float>(simd_detail::bits_as<std::int32_t>(k2m) << 23);
   return er * two_k1 * two_k2;
 }
 
