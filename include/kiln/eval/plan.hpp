@@ -140,19 +140,30 @@ struct scatter_strides {
   KILN_ALWAYS_INLINE void operator()(Leaf& leaf) const noexcept { leaf.strides = from[k++]; }
 };
 
+// Gathers the strides of the leaves under `ev` into an array, lets plan(strides) rewrite them,
+// and writes them back when it returns true (false: the leaves stay as they were).
+template <int R, class Ev, class Plan>
+KILN_ALWAYS_INLINE bool replan_leaf_strides(Ev& ev, Plan const& plan) {
+  constexpr std::size_t N = Ev::leaf_count;
+  leaf_strides<R, N> strides;
+  std::size_t k = 0;
+  visit_leaves(ev, gather_strides<R, N>{strides, k});
+  if (!plan(strides)) return false;
+  k = 0;
+  visit_leaves(ev, scatter_strides<R, N>{strides, k});
+  return true;
+}
+
 // Plans the loop for a destination of `shape`/`out_strides` and the leaves under `ev`, and
 // rewrites every leaf's strides into the planned dimensions. Inline: the common flat case costs a
 // few compares at the call; only the general merging is a call.
 template <int R, class Ev>
 KILN_ALWAYS_INLINE loop_plan<R> make_plan(extents<R> const& shape, extents<R> const& out_strides, Ev& ev) {
-  constexpr std::size_t N = Ev::leaf_count;
-  leaf_strides<R, N> strides;
-  std::size_t k = 0;
-  visit_leaves(ev, gather_strides<R, N>{strides, k});
   loop_plan<R> plan;
-  if (!make_flat_plan<R>(shape, out_strides, strides, plan)) merge_plan<R>(shape, out_strides, strides, plan);
-  k = 0;
-  visit_leaves(ev, scatter_strides<R, N>{strides, k});
+  replan_leaf_strides<R>(ev, [&](auto& strides) {
+    if (!make_flat_plan<R>(shape, out_strides, strides, plan)) merge_plan<R>(shape, out_strides, strides, plan);
+    return true;
+  });
   return plan;
 }
 

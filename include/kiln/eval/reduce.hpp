@@ -257,24 +257,20 @@ KILN_ALWAYS_INLINE bool make_trailing_plan(extents<R> const& shape, std::array<i
     index_t rows = 1, n = 1;
     for (int d = 0; d < R; ++d) (d < kept ? rows : n) *= shape[d];
     if (!dst_contiguous || axes[0] != kept || n <= 1) return false;  // axes are sorted, distinct
-    constexpr std::size_t L = Ev::leaf_count;
-    leaf_strides<R, L> strides;
-    std::size_t k = 0;
-    visit_leaves(ev, gather_strides<R, L>{strides, k});
-    if (!make_flat_plan<R>(shape, contiguous_strides<R>(shape), strides, plan)) return false;
-    if (rows == 1) {
-      plan.out_strides[0] = 0;
-    } else if constexpr (R >= 2) {  // (rank 1 has one row)
-      plan.dims = 2;
-      plan.shape[0] = rows;
-      plan.shape[1] = n;
-      plan.out_strides[0] = 1;
-      plan.out_strides[1] = 0;
-      for (auto& s : strides) s[1] = s[0], s[0] *= n;  // 1 (contiguous) or 0 (broadcast scalar)
-    }
-    k = 0;
-    visit_leaves(ev, scatter_strides<R, L>{strides, k});
-    return true;
+    return replan_leaf_strides<R>(ev, [&](auto& strides) {
+      if (!make_flat_plan<R>(shape, contiguous_strides<R>(shape), strides, plan)) return false;
+      if (rows == 1) {
+        plan.out_strides[0] = 0;
+      } else if constexpr (R >= 2) {  // (rank 1 has one row)
+        plan.dims = 2;
+        plan.shape[0] = rows;
+        plan.shape[1] = n;
+        plan.out_strides[0] = 1;
+        plan.out_strides[1] = 0;
+        for (auto& s : strides) s[1] = s[0], s[0] *= n;  // 1 (contiguous) or 0 (broadcast scalar)
+      }
+      return true;
+    });
   }
 }
 
@@ -372,9 +368,9 @@ bool fold_adjoining_rows(loop_plan<R> const& plan, Ev const& shared, A* out) {
   int const outer = plan.dims - 2;  // -1 for a single row
   index_t const n = plan.shape[plan.dims - 1];
   bool adjoin = outer <= 0;
-  Ev ev = shared;
-  if (outer == 0) visit_leaves(ev, rows_adjoin{outer, n, adjoin});
+  if (outer == 0) visit_leaves(shared, rows_adjoin{outer, n, adjoin});
   if (!adjoin) return false;
+  Ev ev = shared;
   index_t const first = plan.first_row;
   index_t const rows = plan.row_count >= 0 ? plan.row_count : outer == 0 ? plan.shape[0] : 1;
   index_t const step = outer == 0 ? plan.out_strides[0] : 0;

@@ -30,7 +30,8 @@ class leaf {
   leaf(tensor_view<T const, R> v, std::shared_ptr<void const> owner) noexcept : owner_(std::move(owner)), view_(v) {}
 
  private:
-  explicit leaf(std::shared_ptr<tensor<T, R> const> owned) : owner_(owned), view_(owned->view()) {}
+  explicit leaf(std::shared_ptr<tensor<T, R> const> owned)
+      : owner_(std::move(owned)), view_(static_cast<tensor<T, R> const*>(owner_.get())->view()) {}
 
   std::shared_ptr<void const> owner_;  // empty for a leaf over the caller's memory
   tensor_view<T const, R> view_;
