@@ -4,8 +4,12 @@
 # memory bandwidth. Fails (non-zero) when there is no GPU, when a test fails or is skipped, or when
 # the benchmark's verification fails.
 #   KILN_GPU_BUILD_DIR  build directory (default: build-gpu)
+#   KILN_GPU_NO_BUILD   1: run the binaries already in the build directory (tests/kiln_test_cuda,
+#                       bench/kiln_bench_cuda), e.g. built for this GPU's architecture elsewhere
+#   KILN_SKIP_DEPS      1: install no Debian packages (the dependencies come from CMAKE_PREFIX_PATH)
 #   CUDACXX             nvcc to use (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc)
 set -euo pipefail
+started=$SECONDS
 
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/common.sh"
 cd "$KILN_ROOT"
@@ -15,7 +19,8 @@ fail() {
   exit 1
 }
 
-if [[ -z ${CUDACXX:-} ]]; then
+find_nvcc() {
+  [[ -z ${CUDACXX:-} ]] || return 0
   if command -v nvcc >/dev/null 2>&1; then
     CUDACXX=$(command -v nvcc)
   elif [[ -x /usr/local/cuda/bin/nvcc ]]; then
@@ -23,20 +28,29 @@ if [[ -z ${CUDACXX:-} ]]; then
   else
     fail "no nvcc (looked on PATH and in /usr/local/cuda/bin)"
   fi
-fi
-export CUDACXX
+  export CUDACXX
+}
+
 command -v nvidia-smi >/dev/null 2>&1 || fail "no nvidia-smi: this machine has no NVIDIA driver"
-gpu=$(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader 2>/dev/null | head -n1) ||
+gpu=$(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>/dev/null | head -n1) ||
   fail "nvidia-smi found no GPU"
 [[ -n $gpu ]] || fail "nvidia-smi found no GPU"
-arch=$(echo "${gpu##*,}" | tr -d ' .')  # "9.0" -> 90: build for this GPU only
-echo "gpu-check: $gpu (sm_$arch), $("$CUDACXX" --version | tail -n1)"
+IFS=, read -r gpu_name compute_cap driver <<<"$gpu"
+arch=$(echo "$compute_cap" | tr -d ' .')  # "9.0" -> 90: build for this GPU only
+echo "gpu-check: $gpu_name (sm_$arch), driver$driver"
 
-kiln_install_deps
 build_dir=${KILN_GPU_BUILD_DIR:-build-gpu}
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DKILN_ENABLE_CUDA=ON -DKILN_BUILD_EXAMPLES=OFF \
-  -DKILN_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
-cmake --build "$build_dir" -j"$(nproc)" --target kiln_test_cuda kiln_bench_cuda
+if [[ ${KILN_GPU_NO_BUILD:-0} == 1 ]]; then
+  echo "gpu-check: running the binaries already in $build_dir"
+else
+  find_nvcc
+  echo "gpu-check: $("$CUDACXX" --version | tail -n1)"
+  [[ ${KILN_SKIP_DEPS:-0} == 1 ]] || kiln_install_deps
+  cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DKILN_ENABLE_CUDA=ON -DKILN_BUILD_EXAMPLES=OFF \
+    -DKILN_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
+  cmake --build "$build_dir" -j"$(nproc)" --target kiln_test_cuda kiln_bench_cuda
+  echo "gpu-check: built in $((SECONDS - started)) s"
+fi
 
 echo "=== gpu-check: tests ==="
 status=0
@@ -59,3 +73,4 @@ for w in ("W1", "W2", "W5"):
     size = kiln["name"].split("/")[2]
     print(f"{w:<9}{size:>12}{kiln['GB/s']:>12.1f}{hand['GB/s']:>12.1f}{kiln['peak%']:>12.1f}%{hand['peak%']:>12.1f}%")
 EOF
+echo "gpu-check: done in $((SECONDS - started)) s"
