@@ -216,6 +216,45 @@ TEST_CASE("fused expressions: broadcasting, strides, scalars, promotion, aliasin
   CHECK_THROWS_AS(kiln::eval(kiln::cuda{}, out, drow), kiln::shape_error);
 }
 
+// Which loop runs depends on the operands: chunks of consecutive elements (contiguous and aligned),
+// element by element (contiguous, not aligned to a chunk), or by coordinates. Each must give the
+// host's result at every length, the tail of each chunked loop included.
+TEST_CASE("chunked, flat and strided loops agree with the host at every length and alignment") {
+  for (index_t n : {0, 1, 2, 3, 4, 5, 7, 8, 9, 13, 1003}) {
+    CAPTURE(n);
+    auto const x = kiln::rand<float>({n + 1}, 11);
+    auto const y = kiln::rand<double>({n + 1}, 12);
+    auto const z = kiln::rand<float>({n + 1}, 13);
+    auto const one = kiln::tensor<float, 1>{0.25f};
+    auto const dx = kiln::to_device(x), dz = kiln::to_device(z), done = kiln::to_device(one);
+    auto const dy = kiln::to_device(y);
+    auto const f = [](auto const& a, auto const& b) { return kiln::sigmoid(a) * b + 1.5f; };
+    for (index_t offset : {0, 1}) {  // aligned, then one element in (not a multiple of a chunk)
+      CAPTURE(offset);
+      auto const xs = kiln::eval(kiln::slice(x, 0, offset, offset + n));
+      auto const ys = kiln::eval(kiln::slice(y, 0, offset, offset + n));
+      auto const dxs = kiln::slice(dx, 0, offset, offset + n);
+      auto const dys = kiln::slice(dy, 0, offset, offset + n);
+      check_same(kiln::to_host(kiln::eval(kiln::cuda{}, f(dxs, done))), kiln::eval(f(xs, one)), "float, broadcast");
+      // (a double result of float math: the device's and host's float sigmoid differ in the last bits)
+      check_same(kiln::to_host(kiln::eval(kiln::cuda{}, f(dxs, dys))), kiln::eval(f(xs, ys)), "float and double", 1e-6);
+      check_same(kiln::to_host(kiln::eval(kiln::cuda{}, dxs > 0.5f)), kiln::eval(xs > 0.5f), "bool");
+      // Into a destination that starts `offset` elements into its storage.
+      kiln::cuda_tensor<float, 1> out(kiln::extents<1>{n + 1});
+      kiln::eval(kiln::cuda{}, kiln::slice(out, 0, offset, offset + n), f(dxs, done));
+      check_same(kiln::to_host(kiln::slice(out, 0, offset, offset + n)), kiln::eval(f(xs, one)), "into a view");
+      // The backward kernel's loops: dL/dx and dL/dy of sum(x sigmoid(x) y).
+      auto const loss = [](auto const& a, auto const& b) { return kiln::sum(a * kiln::sigmoid(a) * b); };
+      auto const zs = kiln::eval(kiln::slice(z, 0, offset, offset + n));
+      auto const [value, grads] = kiln::value_and_grad(kiln::cuda{}, loss, dxs, kiln::slice(dz, 0, offset, offset + n));
+      auto const s = kiln::eval(kiln::sigmoid(xs));
+      CHECK(value == doctest::Approx(float(loss(xs, zs))).epsilon(1e-5));
+      check_same(kiln::to_host(std::get<0>(grads)), kiln::eval(zs * (s + xs * s * (1.f - s))), "dL/dx", 1e-5);
+      check_same(kiln::to_host(std::get<1>(grads)), kiln::eval(xs * s), "dL/dy", 1e-5);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   doctest::Context context(argc, argv);
   int devices = 0;

@@ -58,8 +58,9 @@ KILN_HD auto device_record(Ev const& ev, Read r);
 
 template <class Ev, class Read, std::size_t... I>
 KILN_HD auto device_record_map(Ev const& ev, Read r, std::index_sequence<I...>) {
-  using Children = indexed_pack<std::index_sequence<I...>, decltype(device_record(slot<I>(ev.args), r))...>;
-  Children const children{{device_record(slot<I>(ev.args), r)}...};
+  using Children =
+      indexed_pack<std::index_sequence<I...>, decltype(device_record(slot<I>(ev.args), child_read<I>(r)))...>;
+  Children const children{{device_record(slot<I>(ev.args), child_read<I>(r))}...};
   auto const value = ev.apply(value_of(slot<I>(children))...);
   return value_tape<std::remove_const_t<decltype(value)>, Children>{children, value};
 }
@@ -122,29 +123,54 @@ struct gradient_targets {
   T* out[N];
 };
 
-template <class T, class Ev, int R, std::size_t N>
+// One kernel per loop mode, as elementwise_kernel.
+template <loop_mode Mode, class T, class Ev, int R, std::size_t N>
 __global__ void __launch_bounds__(block_size)
-    backward_kernel(Ev const ev, output_layout<R> const layout, index_t const n, bool const flat, T const upstream,
+    backward_kernel(Ev const ev, output_layout<R> const layout, index_t const n, T const upstream,
                     gradient_targets<T, N> const targets, T* block_sums) {
+  // One element: its forward value (returned) and what reaches each input (added to grads).
   auto step = [&](auto read, T (&grads)[N]) {
     auto const tape = device_record(ev, read);
     T const value = static_cast<T>(value_of(tape));
     if constexpr (device_differentiable<typename Ev::node_type>) device_backprop(ev, tape, upstream, true, grads);
     return value;
   };
-  T sum = 0;
-  index_t const stride = index_t(blockDim.x) * gridDim.x;
-  for (index_t i = index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  auto element = [&](index_t i, auto read) {
     T grads[N] = {};
-    if (flat) {
-      sum += step(flat_read{i}, grads);
-    } else {
-      index_t c[output_layout<R>::dims];
-      layout.unravel(i, c);
-      sum += step(strided_read{c}, grads);
-    }
+    T const value = step(read, grads);
 #pragma unroll
     for (std::size_t k = 0; k < N; ++k) targets.out[k][i] = grads[k];
+    return value;
+  };
+  T sum = 0;
+  index_t const first = index_t(blockIdx.x) * blockDim.x + threadIdx.x, threads = index_t(blockDim.x) * gridDim.x;
+  if constexpr (Mode == loop_mode::chunked) {
+    constexpr int K = chunk_elements<T, Ev>;
+    index_t const chunks = n / K;
+    for (index_t c = first; c < chunks; c += threads) {
+      auto const cache = device_prefetch<K>(ev, c * K);
+      chunk<T, K> out[N];
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        T grads[N] = {};
+        sum += step(cached_read<std::remove_const_t<decltype(cache)>>{cache, k}, grads);
+#pragma unroll
+        for (std::size_t j = 0; j < N; ++j) out[j].v[k] = grads[j];
+      }
+#pragma unroll
+      for (std::size_t j = 0; j < N; ++j) reinterpret_cast<chunk<T, K>*>(targets.out[j])[c] = out[j];
+    }
+    if (index_t const i = chunks * K + first; i < n) sum += element(i, flat_read{i});  // the tail
+  } else {
+    for (index_t i = first; i < n; i += threads) {
+      if constexpr (Mode == loop_mode::flat) {
+        sum += element(i, flat_read{i});
+      } else {
+        index_t c[output_layout<R>::dims];
+        layout.unravel(i, c);
+        sum += element(i, strided_read{c});
+      }
+    }
   }
   using block_reduce = cub::BlockReduce<T, block_size>;
   __shared__ typename block_reduce::TempStorage temp;
@@ -189,13 +215,19 @@ auto device_backward(Producer const& producer, T scale, std::tuple<X...> const& 
    ...);
   using Ev = device_evaluator<Producer, R>;
   Ev const ev(producer, shape);
-  unsigned const grid = grid_size(n, block_size);
+  loop_mode const mode = choose_loop_mode<T, R>(ev, shape, contiguous_strides<R>(shape), std::span<T* const>(targets.out));
+  unsigned const grid = grid_size(n, block_size * (mode == loop_mode::chunked ? chunk_elements<T, Ev> : 1));
   cuda_tensor<T, 1> const block_sums(extents<1>{index_t(grid)}, uninitialized);
   if (n == 0) {  // nothing reaches the inputs
     (eval(cuda{}, std::get<I>(grads), constant<T>(0)), ...);
   } else {
-    backward_kernel<T, Ev, R, N><<<grid, block_size, 0, stream()>>>(
-        ev, output_layout<R>(shape, contiguous_strides<R>(shape)), n, ev.is_flat(), scale, targets, block_sums.data());
+    output_layout<R> const layout(shape, contiguous_strides<R>(shape));
+    auto launch = [&]<loop_mode Mode>() {
+      backward_kernel<Mode, T, Ev, R, N><<<grid, block_size, 0, stream()>>>(ev, layout, n, scale, targets, block_sums.data());
+    };
+    if (mode == loop_mode::chunked) launch.template operator()<loop_mode::chunked>();
+    else if (mode == loop_mode::flat) launch.template operator()<loop_mode::flat>();
+    else launch.template operator()<loop_mode::strided>();
     check_launch("kiln backward kernel");
     // Broadcast inputs: their per-element gradients summed over the axes they were broadcast along.
     auto reduce_spread = [&]<std::size_t K>(std::integral_constant<std::size_t, K>) {

@@ -7,6 +7,9 @@
 
 #include <kiln/cuda/evaluator.hpp>
 
+#include <cstdint>
+#include <span>
+
 namespace kiln::detail {
 
 // The output's extents and strides, and the coordinates of its i-th element (row-major).
@@ -41,14 +44,43 @@ bool dense(extents<R> const& shape, extents<R> const& strides) {
   return true;
 }
 
+// How a loop reads its operands, from the fastest: chunks of consecutive elements (every tensor
+// contiguous in the output's order or broadcast as one element, its address aligned to a chunk),
+// element i of each (the same without the alignment), or through the output coordinates.
+enum class loop_mode { chunked, flat, strided };
+
+// The mode of a loop over `shape` reading ev and writing T to each of `out` (laid out as `strides`).
+template <class T, int R, class Ev>
+loop_mode choose_loop_mode(Ev const& ev, extents<R> const& shape, extents<R> const& strides, std::span<T* const> out) {
+  if (!ev.is_flat() || !dense<R>(shape, strides)) return loop_mode::strided;
+  constexpr int K = chunk_elements<T, Ev>;
+  bool aligned = ev.template chunk_aligned<K>();
+  for (T* p : out) aligned = aligned && reinterpret_cast<std::uintptr_t>(p) % sizeof(chunk<T, K>) == 0;
+  return K > 1 && aligned ? loop_mode::chunked : loop_mode::flat;
+}
+
 // Elements per thread per step of the flat loop: independent loads in flight, each step still
 // coalesced (thread t reads elements t, t + blockDim, t + 2 blockDim, ...).
 inline constexpr int items_per_thread = 4;
 
-template <class T, class Ev, int R>
+// One kernel per mode, so that each gets the registers its own loop needs (one kernel with every
+// loop in it takes the most any of them needs, which halves the occupancy of the chunked loop).
+template <loop_mode Mode, class T, class Ev, int R>
 __global__ void __launch_bounds__(block_size)
-    elementwise_kernel(T* out, Ev const ev, output_layout<R> const layout, index_t const n, bool const flat) {
-  if (flat) {
+    elementwise_kernel(T* out, Ev const ev, output_layout<R> const layout, index_t const n) {
+  index_t const first = index_t(blockIdx.x) * blockDim.x + threadIdx.x, threads = index_t(blockDim.x) * gridDim.x;
+  if constexpr (Mode == loop_mode::chunked) {
+    constexpr int K = chunk_elements<T, Ev>;
+    index_t const chunks = n / K;
+    for (index_t c = first; c < chunks; c += threads) {
+      auto const cache = device_prefetch<K>(ev, c * K);
+      chunk<T, K> v;
+#pragma unroll
+      for (int k = 0; k < K; ++k) v.v[k] = static_cast<T>(ev.read(cached_read<std::remove_const_t<decltype(cache)>>{cache, k}));
+      reinterpret_cast<chunk<T, K>*>(out)[c] = v;
+    }
+    if (index_t const i = chunks * K + first; i < n) out[i] = static_cast<T>(ev.read(flat_read{i}));  // the tail
+  } else if constexpr (Mode == loop_mode::flat) {
     index_t const tile = index_t(blockDim.x) * items_per_thread;
     for (index_t base = index_t(blockIdx.x) * tile + threadIdx.x; base < n; base += tile * gridDim.x) {
       typename Ev::value_type v[items_per_thread] = {};
@@ -60,8 +92,7 @@ __global__ void __launch_bounds__(block_size)
         if (index_t const i = base + k * index_t(blockDim.x); i < n) out[i] = static_cast<T>(v[k]);
     }
   } else {
-    index_t const stride = index_t(blockDim.x) * gridDim.x;
-    for (index_t i = index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    for (index_t i = first; i < n; i += threads) {
       index_t c[output_layout<R>::dims];
       layout.unravel(i, c);
       out[layout.offset(c)] = static_cast<T>(ev.read(strided_read{c}));
@@ -75,11 +106,18 @@ template <class T, int R, class Root>
 void run_elementwise(cuda_tensor<T, R> const& dst, Root const& root) {
   index_t const n = dst.size();
   if (n == 0) return;
-  device_evaluator<Root, R> const ev(root, dst.shape());
-  bool const flat = ev.is_flat() && dense<R>(dst.shape(), dst.strides());
-  unsigned const grid = grid_size(n, index_t(block_size) * (flat ? items_per_thread : 1));
-  elementwise_kernel<T, device_evaluator<Root, R>, R>
-      <<<grid, block_size, 0, stream()>>>(dst.data(), ev, output_layout<R>(dst.shape(), dst.strides()), n, flat);
+  using Ev = device_evaluator<Root, R>;
+  Ev const ev(root, dst.shape());
+  T* const out[] = {dst.data()};
+  loop_mode const mode = choose_loop_mode<T, R>(ev, dst.shape(), dst.strides(), out);
+  output_layout<R> const layout(dst.shape(), dst.strides());
+  auto launch = [&]<loop_mode Mode>(index_t per_thread) {
+    elementwise_kernel<Mode, T, Ev, R>
+        <<<grid_size(n, index_t(block_size) * per_thread), block_size, 0, stream()>>>(dst.data(), ev, layout, n);
+  };
+  if (mode == loop_mode::chunked) launch.template operator()<loop_mode::chunked>(chunk_elements<T, Ev>);
+  else if (mode == loop_mode::flat) launch.template operator()<loop_mode::flat>(items_per_thread);
+  else launch.template operator()<loop_mode::strided>(1);
   check_launch("kiln elementwise kernel");
 }
 
