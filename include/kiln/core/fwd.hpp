@@ -21,10 +21,14 @@ template <class T, int R>
 class tensor;
 
 namespace detail {
+// What an assignment's destination view is: any view, or all of one kiln::tensor (whose
+// allocation no other tensor shares, which makes most of the aliasing check unnecessary).
+enum class destination { view, whole_tensor };
+
 // Evaluates `e` into `dst` under `policy`: checks shapes, handles aliasing, plans and runs the
 // fused loop. The only place where kiln computes anything.
 template <class Policy, class T, int R, class E>
-void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e);
+void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e, destination kind = destination::view);
 }  // namespace detail
 
 }  // namespace kiln

@@ -84,7 +84,7 @@ class tensor {
     requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)
   tensor(E const& e) : tensor(expression_shape(e), uninitialized) {
     if constexpr (E::rank == R)  // otherwise expression_shape's static_assert is the one error
-      detail::assign(default_policy{}, view(), e);
+      detail::assign(default_policy{}, view(), e, detail::destination::whole_tensor);
   }
 
   tensor(tensor const&) = default;
@@ -109,7 +109,7 @@ class tensor {
   template <expression E>
     requires(!std::is_same_v<std::remove_cvref_t<E>, tensor>)
   tensor& operator=(E const& e) {
-    detail::assign(default_policy{}, view(), e);
+    detail::assign(default_policy{}, view(), e, detail::destination::whole_tensor);
     return *this;
   }
   // Fills every element.

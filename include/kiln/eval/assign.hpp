@@ -63,12 +63,24 @@ bool disjoint(tensor_view<T, R> const& a, tensor_view<V, LR> const& b) {
   return !overlap(byte_range(a), byte_range(b));
 }
 
+// Whether a leaf and a destination are known apart or the same elements without comparing
+// address ranges: both all of one tensor (each tensor owns its allocation alone).
+template <class Leaf>
+KILN_ALWAYS_INLINE bool whole_tensors(destination kind, Leaf const& leaf_node) noexcept {
+  return kind == destination::whole_tensor && leaf_node.whole();
+}
+
 // Whether evaluating `root` straight into `dst` could read an element after it was overwritten.
+// Two whole tensors are safe: different ones are disjoint, the same one is read element for element.
 template <class T, int R, class Root>
-bool needs_temporary(tensor_view<T, R> const& dst, Root const& root) {
-  byte_span const dst_bytes = byte_range(dst);
-  bool unsafe = false;
-  for_each_leaf_node(root, [&](auto const& leaf_node) { unsafe = unsafe || !reads_in_place(dst, dst_bytes, leaf_node.view()); });
+bool needs_temporary(tensor_view<T, R> const& dst, Root const& root, destination kind) {
+  byte_span dst_bytes;
+  bool have_dst_bytes = false, unsafe = false;
+  for_each_leaf_node(root, [&](auto const& leaf_node) {
+    if (unsafe || whole_tensors(kind, leaf_node)) return;
+    if (!have_dst_bytes) dst_bytes = byte_range(dst), have_dst_bytes = true;
+    unsafe = !reads_in_place(dst, dst_bytes, leaf_node.view());
+  });
   return unsafe;
 }
 
@@ -100,38 +112,45 @@ void run(Policy const& policy, tensor_view<T, R> const& dst, Root const& root) {
 }
 
 template <class Policy, class T, int R, class Root>
-void assign_node(Policy const& policy, tensor_view<T, R> const& dst, Root const& root);
+void assign_node(Policy const& policy, tensor_view<T, R> const& dst, Root const& root, destination kind);
 
 template <class Policy, class T, int R, class E>
-void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e) {
+void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e, destination kind) {
   using X = std::remove_cvref_t<E>;
   static_assert(!std::is_const_v<T>, "kiln: cannot assign to a read-only view");
   check_assignable_types<X, T, R>();
   check_assignable(e.shape(), dst.shape());
   if (dst.size() == 0) return;
   if constexpr (requires { typename X::element_type; })  // a tensor or view: copy its elements
-    assign_node(policy, dst, leaf<typename X::value_type, X::rank>(tensor_view<typename X::value_type const, X::rank>(e)));
+    assign_node(policy, dst,
+                leaf<typename X::value_type, X::rank>(tensor_view<typename X::value_type const, X::rank>(e),
+                                                      std::is_same_v<X, tensor<typename X::value_type, X::rank>>),
+                kind);
   else if constexpr (requires { e.as_leaf(); })  // a var: its value
-    assign_node(policy, dst, e.as_leaf());
+    assign_node(policy, dst, e.as_leaf(), kind);
   else
-    assign_node(policy, dst, e);
+    assign_node(policy, dst, e, kind);
 }
 
 // assign, once the shapes are checked, for a node (not a tensor or view).
 template <class Policy, class T, int R, class Root>
-void assign_node(Policy const& policy, tensor_view<T, R> const& dst, Root const& root) {
+void assign_node(Policy const& policy, tensor_view<T, R> const& dst, Root const& root, destination kind) {
   if constexpr (is_materialized<Root>) {
     // A reduction or softmax writes its destination while it reads its inputs: straight into dst
     // only when dst is exactly its result (type, shape, contiguous) and shares no memory with them.
     if constexpr (std::is_same_v<typename Root::value_type, T> && Root::rank == R) {
       bool direct = dst.shape() == root.shape() && dst.is_contiguous();
-      for_each_leaf_node(root, [&](auto const& leaf_node) { direct = direct && disjoint(dst, leaf_node.view()); });
+      for_each_leaf_node(root, [&](auto const& leaf_node) {
+        direct = direct && (whole_tensors(kind, leaf_node)
+                                ? static_cast<void const*>(leaf_node.view().data()) != static_cast<void const*>(dst.data())
+                                : disjoint(dst, leaf_node.view()));
+      });
       if (direct) return materialize(policy, dst, root);
     }
     run(policy, dst, lower(policy, root));
   } else if constexpr (contains_materialized<Root>::value) {
-    assign_node(policy, dst, lower(policy, root));
-  } else if (needs_temporary(dst, root)) {
+    assign_node(policy, dst, lower(policy, root), kind);
+  } else if (needs_temporary(dst, root, kind)) {
     tensor<std::remove_const_t<T>, R> temporary(dst.shape(), uninitialized);
     run(policy, temporary.view(), root);
     run(policy, dst, leaf<T, R>(std::as_const(temporary).view()));
@@ -145,7 +164,8 @@ void assign_node(Policy const& policy, tensor_view<T, R> const& dst, Root const&
 // Evaluates `e` into `dst` (a tensor or a mutable view) under `policy`: kiln::eval(kiln::seq, y, x * 2).
 template <policy P, viewable Dst, expression E>
 void eval(P const& policy, Dst&& dst, E const& e) {
-  detail::assign(policy, as_view(dst), e);
+  detail::assign(policy, as_view(dst), e,
+                 detail::is_tensor<std::remove_cvref_t<Dst>> ? detail::destination::whole_tensor : detail::destination::view);
 }
 
 // Materialises an expression into a new tensor of its shape and type.
@@ -158,7 +178,7 @@ template <policy P, expression E>
 auto eval(P const& policy, E const& e) {
   using X = std::remove_cvref_t<E>;
   tensor<typename X::value_type, X::rank> out(e.shape(), uninitialized);
-  detail::assign(policy, out.view(), e);
+  detail::assign(policy, out.view(), e, detail::destination::whole_tensor);
   return out;
 }
 
@@ -172,8 +192,9 @@ namespace detail {
 template <class Fn, class D, class E>
 decltype(auto) compound_assign(Fn const& fn, D&& d, E&& e) {
   auto const target = as_view(d);
-  assign(default_policy{}, target, fn(tensor_view<typename decltype(target)::value_type const, decltype(target)::rank>(target),
-                                      std::forward<E>(e)));
+  assign(default_policy{}, target,
+         fn(tensor_view<typename decltype(target)::value_type const, decltype(target)::rank>(target), std::forward<E>(e)),
+         is_tensor<std::remove_cvref_t<D>> ? destination::whole_tensor : destination::view);
   return std::forward<D>(d);
 }
 }  // namespace detail

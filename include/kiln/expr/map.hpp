@@ -11,6 +11,13 @@
 #include <utility>
 
 namespace kiln {
+namespace detail {
+template <class Strong, class X>
+auto as_node(X&& x);
+// Tags map's constructor from the user's operands, promoted to the strong type Strong.
+template <class Strong>
+struct operands_t {};
+}  // namespace detail
 
 // map<Op, Args...> applies Op elementwise to its broadcast arguments. It only holds the op, the
 // children and its shape (checked on construction, so a bad broadcast throws at the user's line);
@@ -29,7 +36,11 @@ class map {
   // The children, an aggregate: slot<I>(args()), detail::apply_pack(f, args()).
   using args_type = detail::indexed_pack<std::index_sequence_for<Args...>, Args...>;
 
-  explicit map(Op op, Args... args) : op_(op), shape_(broadcast_all(args...)), args_{{std::move(args)}...} {}
+  explicit map(Op op, Args... args) : op_(op), args_{{std::move(args)}...}, shape_(broadcast_all(args_)) {}
+  // From the user's operands (make_map): each child is built where it is stored, not copied there.
+  template <class Strong, class... X>
+  map(Op op, detail::operands_t<Strong>, X&&... x)
+      : op_(op), args_{{detail::as_node<Strong>(std::forward<X>(x))}...}, shape_(broadcast_all(args_)) {}
 
   Op const& op() const noexcept { return op_; }
   args_type const& args() const noexcept { return args_; }
@@ -37,7 +48,10 @@ class map {
 
  private:
   // Right-aligned broadcast of every argument; on a conflict the message names every shape.
-  static extents<rank> broadcast_all(Args const&... args) {
+  static extents<rank> broadcast_all(args_type const& children) {
+    return detail::apply_pack([](Args const&... args) { return broadcast_shapes(args...); }, children);
+  }
+  static extents<rank> broadcast_shapes(Args const&... args) {
     extents<rank> shape{};
     std::fill(shape.begin(), shape.end(), index_t{1});
     bool ok = true;
@@ -55,8 +69,8 @@ class map {
   }
 
   Op op_;
+  args_type args_;  // before shape_, which is computed from it
   extents<rank> shape_;
-  args_type args_;
 };
 
 // An operand of an elementwise operation: an expression or a C++ arithmetic scalar.
@@ -102,10 +116,11 @@ auto as_node(X&& x) {
     return x.as_leaf();
   } else if constexpr (requires { typename D::element_type; }) {  // tensor or view
     using T = typename D::value_type;
-    if constexpr (std::is_same_v<D, tensor<T, D::rank>> && !std::is_lvalue_reference_v<X>)
+    constexpr bool whole = std::is_same_v<D, tensor<T, D::rank>>;
+    if constexpr (whole && !std::is_lvalue_reference_v<X>)
       return leaf<T, D::rank>(std::move(x));
     else
-      return leaf<T, D::rank>(tensor_view<T const, D::rank>(x));
+      return leaf<T, D::rank>(tensor_view<T const, D::rank>(x), whole);
   } else {
     return D(std::forward<X>(x));
   }
@@ -118,8 +133,8 @@ template <class Op, operand... X>
   requires(expression<X> || ...)
 auto make_map(Op op, X&&... x) {
   using strong = typename detail::strong_promote<X...>::type;
-  return map<Op, decltype(detail::as_node<strong>(std::forward<X>(x)))...>(
-      op, detail::as_node<strong>(std::forward<X>(x))...);
+  return map<Op, decltype(detail::as_node<strong>(std::forward<X>(x)))...>(op, detail::operands_t<strong>{},
+                                                                          std::forward<X>(x)...);
 }
 
 }  // namespace kiln
