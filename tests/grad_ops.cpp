@@ -5,6 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
+
 namespace {
 
 using kiln::index_t;
@@ -180,4 +183,143 @@ TEST_CASE("softmax and log_softmax pass gradcheck along every dimension") {
   auto const nested = kiln::gradcheck(
       [](auto const& v) { return kiln::logsumexp(kiln::softmax(v, 2) * kiln::amax(v, {0, 1}, kiln::keepdim), 1); }, x);
   CHECK_MESSAGE(nested.ok, nested.message);
+}
+
+// --- linear_recurrence: y[0] = b[0], y[t] = a y[t-1] + b[t] along dim ------------------------
+
+namespace {
+
+// The recurrence by definition, over a contiguous tensor: element i's predecessor along dim is i -
+// stride, which comes earlier in row-major order.
+template <class T, int R>
+kiln::tensor<T, R> recurrence_reference(kiln::tensor<T, R> const& b, T a, int dim) {
+  kiln::tensor<T, R> y = b;
+  index_t const stride = y.view().strides()[dim], n = y.shape()[dim];
+  for (index_t i = 0; i < y.size(); ++i)
+    if ((i / stride) % n != 0) y.data()[i] = a * y.data()[i - stride] + b.data()[i];
+  return y;
+}
+
+template <class T, int R>
+void check_close(kiln::tensor<T, R> const& got, kiln::tensor<T, R> const& want) {
+  REQUIRE(got.shape() == want.shape());
+  double const tol = std::is_same_v<T, float> ? 1e-5 : 1e-13;
+  for (index_t i = 0; i < got.size(); ++i) {
+    T const g = got.data()[i], w = want.data()[i];
+    if (std::isnan(w)) CHECK(std::isnan(g));
+    else if (std::isinf(w)) CHECK(g == w);
+    else CHECK(std::abs(double(g) - double(w)) <= tol * (1 + std::abs(double(w))));
+  }
+}
+
+template <int R>
+void check_recurrence_values(std::array<index_t, R> const& shape) {
+  CAPTURE(shape);
+  auto const x = uniform<R>(shape, -1, 1, 21);
+  kiln::tensor<double, 0> a(kiln::extents<0>{});
+  a.data()[0] = -0.8;
+  for (int dim = -R; dim < R; ++dim) {
+    CAPTURE(dim);
+    int const d = dim < 0 ? dim + R : dim;
+    auto const want = recurrence_reference(kiln::tensor<double, R>(kiln::exp(x)), -0.8, d);
+    check_close(kiln::tensor<double, R>(kiln::linear_recurrence(kiln::exp(x), -0.8, dim)), want);  // a number
+    check_close(kiln::eval(kiln::seq, kiln::linear_recurrence(kiln::exp(x), a, dim)), want);       // a rank-0 tensor
+    check_close(kiln::eval(kiln::par, kiln::linear_recurrence(kiln::exp(x), a * 1.0, dim)), want); // an expression
+    // Inside a larger expression: materialised once, then read as a leaf.
+    check_close(kiln::tensor<double, R>(2.0 * kiln::linear_recurrence(kiln::exp(x), a, dim) + x),
+                kiln::tensor<double, R>(2.0 * want + x));
+    // float: b's type, with a double number taking it (weak), a double tensor widening it.
+    kiln::tensor<float, R> const xf(x);
+    auto const want_f = recurrence_reference(xf, -0.8f, d);
+    check_close(kiln::tensor<float, R>(kiln::linear_recurrence(xf, -0.8, dim)), want_f);
+    static_assert(std::is_same_v<typename decltype(kiln::linear_recurrence(xf, a, dim))::value_type, double>);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("linear_recurrence matches the scalar loop along every dimension of ranks 1 to 3") {
+  check_recurrence_values<1>({9});
+  check_recurrence_values<2>({4, 7});
+  check_recurrence_values<3>({3, 5, 18});
+  check_recurrence_values<3>({2, 1, 3});  // a size-1 dimension: y = b along it
+}
+
+TEST_CASE("linear_recurrence: empty and size-1 dimensions, NaN and inf, in-place, errors") {
+  kiln::tensor<double, 2> const empty = kiln::zeros<double>({0, 3}), across = kiln::zeros<double>({3, 0});
+  for (int dim : {0, 1}) {
+    CHECK(kiln::eval(kiln::linear_recurrence(empty, 0.5, dim)).shape() == empty.shape());
+    CHECK(kiln::eval(kiln::linear_recurrence(across, 0.5, dim)).shape() == across.shape());
+  }
+  kiln::tensor<double, 2> const row = {{1, 2, 3}};
+  check_close(kiln::eval(kiln::linear_recurrence(row, 0.5, 0)), row);
+
+  double const nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  kiln::tensor<double, 1> const b = {1, nan, 2, 3};
+  check_close(kiln::eval(kiln::linear_recurrence(b, 0.5, 0)), kiln::tensor<double, 1>{1, nan, nan, nan});
+  kiln::tensor<double, 1> const c = {0, 1, 2};
+  check_close(kiln::eval(kiln::linear_recurrence(c, nan, 0)), kiln::tensor<double, 1>{0, nan, nan});
+  check_close(kiln::eval(kiln::linear_recurrence(c, inf, 0)), kiln::tensor<double, 1>{0, nan, nan});  // inf * 0
+  check_close(kiln::eval(kiln::linear_recurrence(c + 1.0, inf, 0)), kiln::tensor<double, 1>{1, inf, inf});
+
+  // The destination is an operand: evaluated in place (b is read elementwise before the scan).
+  kiln::tensor<double, 1> y = {1, 2, 3};
+  y = kiln::linear_recurrence(y * 2.0, 0.5, 0);
+  check_close(y, kiln::tensor<double, 1>{2, 5, 8.5});
+
+  kiln::tensor<double, 2> const m = kiln::zeros<double>({2, 3});
+  CHECK_THROWS_WITH_AS(kiln::linear_recurrence(m, 0.5, 2), "linear_recurrence: axis 2 is out of range for a tensor of rank 2",
+                       kiln::shape_error);
+  CHECK_THROWS_WITH_AS(kiln::linear_recurrence(m, 0.5, -3),
+                       "linear_recurrence: axis -3 is out of range for a tensor of rank 2", kiln::shape_error);
+}
+
+TEST_CASE("linear_recurrence passes gradcheck in b and a, along every dimension") {
+  auto const a = uniform<0>({}, -0.9, 0.9, 31);
+  auto check = [](auto const& r) { CHECK_MESSAGE(r.ok, r.message); };
+  auto const v = uniform<1>({7}, -1, 1, 32);
+  check(kiln::gradcheck([](auto const& b, auto const& c) { return kiln::linear_recurrence(b, c, 0); }, v, a));
+  check(kiln::gradcheck([](auto const& b) { return kiln::linear_recurrence(b * b, 0.7, 0); }, v));  // a constant
+  check(kiln::gradcheck([&v](auto const& c) { return kiln::linear_recurrence(v, kiln::tanh(c), 0); }, a));  // b constant
+  auto const x = uniform<3>({2, 3, 4}, -1, 1, 33);
+  for (int dim = 0; dim < 3; ++dim) {
+    CAPTURE(dim);
+    // A tensor output (the tape's statement loop) and a loss around it (value_and_grad).
+    check(kiln::gradcheck([dim](auto const& b, auto const& c) { return kiln::linear_recurrence(kiln::sin(b), c, dim); }, x, a));
+    check(kiln::gradcheck(
+        [dim](auto const& b, auto const& c) {
+          return kiln::sum(kiln::square(kiln::linear_recurrence(b * c, c * c, dim) - b));
+        },
+        x, a));
+  }
+  // b broadcast inside its own tree; size-1 and empty dimensions.
+  auto const col = uniform<2>({4, 1}, -1, 1, 34);
+  check(kiln::gradcheck([](auto const& b, auto const& c) { return kiln::linear_recurrence(b + kiln::zeros<double>({4, 3}), c, 0); },
+                        col, a));
+  auto const flat = uniform<2>({1, 5}, -1, 1, 35);
+  check(kiln::gradcheck([](auto const& b, auto const& c) { return kiln::linear_recurrence(b, c, 0) * c; }, flat, a));
+  auto const [value, grads] = kiln::value_and_grad(
+      [](auto const& b, auto const& c) { return kiln::sum(kiln::linear_recurrence(b, c, 1)); },
+      kiln::zeros<double>({3, 0}), a);
+  CHECK(value == 0);
+  CHECK(std::get<0>(grads).shape() == kiln::extents<2>{3, 0});
+  CHECK(std::get<1>(grads).item() == 0);
+}
+
+TEST_CASE("linear_recurrence in the imperative style: statements of vars, backward()") {
+  kiln::var<float, 2> b = kiln::tensor<float, 2>{{1, 2, 3}, {4, 5, 6}};
+  kiln::var<float, 0> a = kiln::full<float>(kiln::extents<0>{}, 0.3f);
+  kiln::var<float, 2> h = kiln::linear_recurrence(b, a, 0);
+  kiln::var<float, 0> loss = kiln::sum(h * h);
+  loss.backward();
+  // h = [[1, 2, 3], [4.3, 5.6, 6.9]]; dL/dh = 2h; dL/db[1] = 2 h[1], dL/db[0] = 2 h[0] + a dL/db[1].
+  CHECK(a.grad().item() == doctest::Approx(8.6 * 1 + 11.2 * 2 + 13.8 * 3).epsilon(1e-6));
+  CHECK(b.grad()(0, 0) == doctest::Approx(2 + 0.3 * 8.6).epsilon(1e-6));
+  CHECK(b.grad()(1, 2) == doctest::Approx(13.8).epsilon(1e-6));
+  // Only a requires gradients: the statement is still recorded.
+  kiln::var<double, 0> c = kiln::full<double>(kiln::extents<0>{}, 0.5);
+  kiln::var<double, 1> y = kiln::linear_recurrence(kiln::tensor<double, 1>{1, 1, 1}, c, 0);
+  kiln::var<double, 0> total = kiln::sum(y);
+  total.backward();
+  CHECK(c.grad().item() == doctest::Approx(1.5 * 1 + 1 * 1.5));  // gb = [1.75, 1.5, 1], y = [1, 1.5, 1.75]
 }

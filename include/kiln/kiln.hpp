@@ -18,6 +18,7 @@
 #include <kiln/ops/rounding.hpp>
 #include <kiln/ops/compare.hpp>
 #include <kiln/expr/reduce.hpp>
+#include <kiln/expr/scan.hpp>
 
 #include <kiln/eval/assign.hpp>
 

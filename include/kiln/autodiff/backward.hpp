@@ -9,6 +9,7 @@
 #include <kiln/autodiff/var.hpp>
 #include <kiln/core/indexed_pack.hpp>
 #include <kiln/eval/reduce.hpp>
+#include <kiln/expr/scan.hpp>
 
 #include <vector>
 
@@ -45,6 +46,8 @@ inline constexpr bool differentiable<reduction<Op, Arg, N, Keep>> =
     std::is_floating_point_v<typename reduction<Op, Arg, N, Keep>::value_type> && differentiable<Arg>;
 template <class Arg, bool Log>
 inline constexpr bool differentiable<softmax_node<Arg, Log>> = differentiable<Arg>;
+template <class B, class A>
+inline constexpr bool differentiable<linear_recurrence_node<B, A>> = differentiable<B> || differentiable<A>;
 
 template <class Node>
 inline constexpr bool is_var_leaf = false;

@@ -20,6 +20,12 @@ bool any_requires_grad(Node const& node) {
   return any;
 }
 
+// A linear recurrence also reads its coefficient's vars.
+template <class B, class A>
+bool any_requires_grad(linear_recurrence_node<B, A> const& node) {
+  return any_requires_grad(node.arg()) || any_requires_grad(node.coefficient());
+}
+
 // A boundary node with its argument replaced.
 template <class Op, class Arg, int N, bool Keep, class NewArg>
 auto with_arg(reduction<Op, Arg, N, Keep> const& node, NewArg arg) {
@@ -28,6 +34,17 @@ auto with_arg(reduction<Op, Arg, N, Keep> const& node, NewArg arg) {
 template <class Arg, bool Log, class NewArg>
 auto with_arg(softmax_node<Arg, Log> const& node, NewArg arg) {
   return softmax_node<NewArg, Log>(std::move(arg), node.dim());
+}
+
+// A boundary node with each operand x replaced by f(x).
+template <class Node, class F>
+auto with_operands(Node const& node, F const& f) {
+  return with_arg(node, f(node.arg()));
+}
+template <class B, class A, class F>
+auto with_operands(linear_recurrence_node<B, A> const& node, F const& f) {
+  return linear_recurrence_node<decltype(f(node.arg())), decltype(f(node.coefficient()))>(f(node.arg()),
+                                                                                        f(node.coefficient()), node.dim());
 }
 
 // The axes a boundary reduces (softmax: its dimension), and the rule that differentiates it.
@@ -117,6 +134,18 @@ void boundary_backward(Policy const& policy, Node const& node, tensor_view<T con
   }, specs);
 }
 
+// A linear recurrence's adjoints (linear_recurrence_node::adjoint) sent into its operands: dL/db
+// through one fused loop over b, dL/da through a's (rank-0) tree.
+template <class Policy, class B, class A, class T, int R>
+void boundary_backward(Policy const& policy, linear_recurrence_node<B, A> const& node, tensor_view<T const, R> out,
+                       tensor_view<T const, R> g) {
+  tensor<T, R> gb(out.shape(), uninitialized);
+  T const ga = node.adjoint(node.coefficient_value(policy), out.data(), g.data(), gb.data(), node.around_dim());
+  if constexpr (differentiable<B>) backward_pass(policy, node.arg(), pass_upstream{}, leaf<T, R>(std::as_const(gb).view()));
+  if constexpr (differentiable<A>)
+    backward_pass(policy, node.coefficient(), pass_upstream{}, leaf<T, 0>(tensor_view<T const, 0>(&ga, extents<0>{})));
+}
+
 // One recorded statement: its tree (boundaries inside already split off) and its output.
 template <class Policy, class Node, class T, int R>
 class statement_entry final : public tape_entry {
@@ -165,7 +194,8 @@ var<T, R> record_statement(Policy const& policy, Node const& node) {
                 "kiln: a var computed from vars has the expression's element type (a float expression gives a "
                 "var<float, R>); convert the inputs instead");
   auto const lowered = [&] {
-    if constexpr (is_materialized<Node>) return with_arg(node, lower_recording(policy, node.arg()));
+    if constexpr (is_materialized<Node>)
+      return with_operands(node, [&](auto const& operand) { return lower_recording(policy, operand); });
     else return lower_recording(policy, node);
   }();
   tensor<T, R> value(node.shape(), uninitialized);

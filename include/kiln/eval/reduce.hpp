@@ -751,7 +751,9 @@ void materialize_softmax(Policy const& policy, tensor_view<T, R> const& dst, sof
 
 template <class Policy, class T, int R, class Node>
 void materialize(Policy const& policy, tensor_view<T, R> const& dst, Node const& node) {
-  if constexpr (requires { node.reduced_axes(); })
+  if constexpr (requires { node.materialize(policy, dst); })  // a boundary that evaluates itself
+    node.materialize(policy, dst);
+  else if constexpr (requires { node.reduced_axes(); })
     materialize_reduction(policy, dst, node);
   else
     materialize_softmax(policy, dst, node);

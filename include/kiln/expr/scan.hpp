@@ -1,0 +1,128 @@
+// kiln/expr/scan.hpp: kiln::linear_recurrence, a first-order linear recurrence along one
+// dimension (an AR(1) filter): y[0] = b[0], y[t] = a y[t-1] + b[t]. A fusion boundary like
+// softmax: every output depends on all earlier ones along the dimension, so no elementwise loop
+// can produce it. The node evaluates b into its destination (one fused loop) and then runs the
+// recurrence over it in place; inside a larger expression it is materialised once.
+// IWYU pragma: private, include <kiln/kiln.hpp>
+#pragma once
+
+#include <kiln/expr/map.hpp>
+#include <kiln/expr/reduce.hpp>
+
+#include <string_view>
+#include <utility>
+
+namespace kiln {
+
+// y = linear_recurrence(b, a, dim): B is b's node, A the coefficient's (rank 0). Its shape is b's.
+template <class B, class A>
+class linear_recurrence_node {
+  static_assert(B::rank >= 1, "kiln: linear_recurrence runs along a dimension: b must have rank 1 or more");
+  static_assert(A::rank == 0,
+                "kiln: linear_recurrence's coefficient a must be a scalar: a number, or a rank-0 tensor, var or "
+                "expression");
+
+ public:
+  using arg_type = B;
+  using value_type = floating_t<promote_t<typename B::value_type, typename A::value_type>>;
+  static constexpr int rank = B::rank;
+  static constexpr bool is_kiln_expression = true;
+  static constexpr bool is_materialized = true;
+  static constexpr std::string_view name = "linear_recurrence";
+
+  linear_recurrence_node(B b, A a, int dim)
+      : b_(std::move(b)), a_(std::move(a)), dim_(detail::normalize_axes<1>({dim}, rank, name)[0]) {}
+
+  B const& arg() const noexcept { return b_; }
+  A const& coefficient() const noexcept { return a_; }
+  int dim() const noexcept { return dim_; }
+  extents<rank> const& shape() const noexcept { return b_.shape(); }
+
+  // The coefficient's value (an expression of vars or tensors is evaluated under `policy`).
+  template <class Policy>
+  value_type coefficient_value(Policy const& policy) const {
+    if constexpr (requires { a_.value(); }) {
+      return static_cast<value_type>(a_.value());
+    } else {
+      value_type a{};
+      detail::assign(policy, tensor_view<value_type, 0>(&a, extents<0>{}), a_);
+      return a;
+    }
+  }
+
+  // A contiguous tensor of this shape seen as [outer, n, inner], n along dim.
+  struct layout {
+    index_t outer = 1, n = 0, inner = 1;
+  };
+  layout around_dim() const noexcept {
+    layout l{1, shape()[dim_], 1};
+    for (int d = 0; d < dim_; ++d) l.outer *= shape()[d];
+    for (int d = dim_ + 1; d < rank; ++d) l.inner *= shape()[d];
+    return l;
+  }
+
+  // Forward, in place: y holds b (contiguous) and becomes the recurrence. The inner loop runs
+  // across the independent recurrences next to each other in memory, so it vectorises whenever
+  // dim is not the last dimension.
+  static void recur(value_type a, value_type* y, layout l) noexcept {
+    for (index_t o = 0; o < l.outer; ++o, y += l.n * l.inner)
+      for (index_t t = 1; t < l.n; ++t) {
+        value_type* const row = y + t * l.inner;
+        value_type const* const prev = row - l.inner;
+        for (index_t i = 0; i < l.inner; ++i) row[i] = a * prev[i] + row[i];
+      }
+  }
+
+  // Backward, from y and its adjoint g (contiguous): writes gb = dL/db, the recurrence run
+  // backwards (gb[n-1] = g[n-1], gb[t] = g[t] + a gb[t+1]), and returns dL/da = the sum over every
+  // recurrence of gb[t] y[t-1] for t >= 1, accumulated in double.
+  static value_type adjoint(value_type a, value_type const* y, value_type const* g, value_type* gb, layout l) noexcept {
+    double ga = 0;
+    index_t const step = l.n * l.inner;
+    for (index_t o = 0; o < l.outer; ++o, y += step, g += step, gb += step) {
+      if (l.n == 0) break;
+      for (index_t i = 0, last = (l.n - 1) * l.inner; i < l.inner; ++i) gb[last + i] = g[last + i];
+      for (index_t t = l.n - 1; t >= 1; --t) {
+        value_type* const row = gb + (t - 1) * l.inner;
+        value_type const* const next = row + l.inner;
+        value_type const* const g_row = g + (t - 1) * l.inner;
+        value_type const* const y_prev = y + (t - 1) * l.inner;
+        for (index_t i = 0; i < l.inner; ++i) {
+          ga += static_cast<double>(next[i]) * static_cast<double>(y_prev[i]);
+          row[i] = g_row[i] + a * next[i];
+        }
+      }
+    }
+    return static_cast<value_type>(ga);
+  }
+
+  // Evaluation (detail::materialize calls it for every boundary that has it): the coefficient
+  // first (it may read the destination's memory), then b into dst, then the recurrence in place.
+  // dst is contiguous and of this shape (as for every boundary).
+  template <class Policy>
+  void materialize(Policy const& policy, tensor_view<value_type, rank> const& dst) const {
+    value_type const a = coefficient_value(policy);
+    detail::assign(policy, dst, b_);
+    recur(a, dst.data(), around_dim());
+  }
+
+ private:
+  B b_;
+  A a_;
+  int dim_;
+};
+
+// y = kiln::linear_recurrence(b, a, dim): y[0] = b[0], y[t] = a * y[t-1] + b[t] along dim (negative
+// counts from the end), independently for every other index. b is any expression; a is a scalar:
+// a number, or a rank-0 tensor, var or expression. The result has b's shape and the floating type
+// of a * b. Differentiable in b and a (autodiff/record.hpp sends the adjoints of `adjoint`).
+template <expression X, operand A>
+auto linear_recurrence(X&& b, A&& a, int dim) {
+  using strong = typename detail::strong_promote<X, A>::type;
+  using BN = decltype(detail::as_node<strong>(std::forward<X>(b)));
+  using AN = decltype(detail::as_node<strong>(std::forward<A>(a)));
+  return linear_recurrence_node<BN, AN>(detail::as_node<strong>(std::forward<X>(b)),
+                                        detail::as_node<strong>(std::forward<A>(a)), dim);
+}
+
+}  // namespace kiln
