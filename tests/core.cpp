@@ -328,6 +328,33 @@ TEST_CASE("rand: [0, 1), reproducible per seed, different across seeds") {
   CHECK(shaped.shape() == kiln::extents<2>{3, 4});
 }
 
+TEST_CASE("rand: SplitMix64 bits, the same on every platform") {
+  // The first outputs of splitmix64.c from state 0: 0xe220a8397b1dcdaf, 0x6e789e6aa1b965f4,
+  // 0x06c45d188009454f; float keeps the top 24 bits, double the top 53.
+  CHECK(elements(kiln::rand<float>({3}, 0)) ==
+        values<float>({0xe220a8p-24f, 0x6e789ep-24f, 0x06c45dp-24f}));
+  CHECK(elements(kiln::rand<double>({3}, 0)) ==
+        values<double>({0x1c4415072f63b9p-53, 0xdcf13cd54372cp-53, 0xd88ba3100128p-53}));
+  kiln::detail::seeded_stream s(0);
+  CHECK(s.next() == 0xe220a8397b1dcdafu);
+  CHECK(s.next() == 0x6e789e6aa1b965f4u);
+  CHECK(s.next() == 0x06c45d188009454fu);
+
+  // The conversions at the ends of the range: all-ones bits stay below 1 (a double in [0, 1)
+  // rounded to float would give 1.0f), the radius draw of randn is never 0.
+  std::uint64_t const ones = ~std::uint64_t{0};
+  CHECK(kiln::detail::seeded_stream::unit<float>(ones) == 1.f - 0x1p-24f);
+  CHECK(kiln::detail::seeded_stream::unit<double>(ones) == 1.0 - 0x1p-53);
+  CHECK(kiln::detail::seeded_stream::unit<float>(0) == 0.f);
+  CHECK(kiln::detail::seeded_stream::open_unit(0) == 0x1p-53);
+  CHECK(kiln::detail::seeded_stream::open_unit(ones) == 1.0);
+
+  // Neighbouring seeds give unrelated streams, not shifted copies of one another.
+  auto const s0 = elements(kiln::rand<double>({64}, 0));
+  auto const s1 = elements(kiln::rand<double>({64}, 1));
+  for (double x : s0) CHECK(std::find(s1.begin(), s1.end(), x) == s1.end());
+}
+
 TEST_CASE("randn: mean 0, std 1, reproducible per seed") {
   auto a = kiln::randn<double>({100000}, 42);
   CHECK(elements(a) == elements(kiln::randn<double>({100000}, 42)));
@@ -342,6 +369,17 @@ TEST_CASE("randn: mean 0, std 1, reproducible per seed") {
   double const sd = std::sqrt(sq / 1e5 - mean * mean);
   CHECK(std::abs(mean) < 0.02);  // standard error 0.003
   CHECK(std::abs(sd - 1.0) < 0.02);
+  // Tails: P(|x| > 3) = 0.0027, so 270 expected (standard deviation 16); nothing beyond 8.6,
+  // the largest radius the 53-bit draw can give.
+  int beyond3 = 0;
+  double largest = 0;
+  for (double x : elements(a)) {
+    beyond3 += std::abs(x) > 3;
+    largest = std::max(largest, std::abs(x));
+  }
+  CHECK(largest < 8.6);
+  CHECK(beyond3 > 190);
+  CHECK(beyond3 < 350);
 
   auto f = kiln::randn<float>({5, 7}, 1);
   CHECK(f.shape() == kiln::extents<2>{5, 7});

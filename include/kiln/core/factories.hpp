@@ -3,12 +3,12 @@
 // IWYU pragma: private, include <kiln/kiln.hpp>
 #pragma once
 
+#include <kiln/core/random.hpp>
 #include <kiln/core/tensor.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <numbers>
-#include <random>
 
 namespace kiln {
 
@@ -19,40 +19,6 @@ extents<int(R)> to_extents(index_t const (&shape)[R]) {
   std::copy_n(shape, R, s.begin());
   return s;
 }
-
-// Seeded streams defined by the C++ standard (mt19937_64) and transformed here rather than by
-// <random>'s distributions, whose output differs between standard libraries: the same seed gives
-// the same tensor on every platform.
-class seeded_stream {
- public:
-  explicit seeded_stream(std::uint64_t seed) : engine_(seed) {}
-  // Uniform in [0, 1): 24 random bits for float, 53 for double, so 1 is never reached.
-  template <class T>
-  T uniform() {
-    if constexpr (std::is_same_v<T, float>)
-      return static_cast<float>(engine_() >> 40) * 0x1.0p-24f;
-    else
-      return static_cast<T>(static_cast<double>(engine_() >> 11) * 0x1.0p-53);
-  }
-  // Standard normal by Box-Muller, in double.
-  double normal() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    double const u1 = 1.0 - uniform<double>();  // (0, 1]: log never sees 0
-    double const u2 = uniform<double>();
-    double const r = std::sqrt(-2.0 * std::log(u1));
-    spare_ = r * std::sin(2.0 * std::numbers::pi * u2);
-    has_spare_ = true;
-    return r * std::cos(2.0 * std::numbers::pi * u2);
-  }
-
- private:
-  std::mt19937_64 engine_;
-  double spare_ = 0;
-  bool has_spare_ = false;
-};
 }  // namespace detail
 
 template <element T, std::size_t N>

@@ -2,12 +2,12 @@
 // IWYU pragma: private, include <kiln/kiln.hpp>
 #pragma once
 
+#include <kiln/core/function_objects.hpp>
 #include <kiln/expr/map.hpp>
 #include <kiln/ops/math.hpp>
 
 #include <array>
 #include <cmath>
-#include <functional>
 
 namespace kiln {
 namespace ops {
@@ -21,17 +21,17 @@ using math::select;
 
 struct add_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "add";
-  template <class T> KILN_HD T operator()(T a, T b) const { return math::wrapping(a, b, std::plus<>{}); }
+  template <class T> KILN_HD T operator()(T a, T b) const { return math::wrapping(a, b, math::plus{}); }
   template <class T> KILN_HD std::array<T, 2> grad(T g, T, T, T) const { return {g, g}; }
 };
 struct sub_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "sub";
-  template <class T> KILN_HD T operator()(T a, T b) const { return math::wrapping(a, b, std::minus<>{}); }
+  template <class T> KILN_HD T operator()(T a, T b) const { return math::wrapping(a, b, math::minus{}); }
   template <class T> KILN_HD std::array<T, 2> grad(T g, T, T, T) const { return {g, -g}; }
 };
 struct mul_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "mul";
-  template <class T> KILN_HD T operator()(T a, T b) const { return math::wrapping(a, b, std::multiplies<>{}); }
+  template <class T> KILN_HD T operator()(T a, T b) const { return math::wrapping(a, b, math::multiplies{}); }
   template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const { return {g * b, g * a}; }
 };
 // True division: integer inputs divide as float, as in PyTorch.
@@ -45,7 +45,7 @@ struct div_op : op_base<2, op_kind::floating> {
 struct neg_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "neg";
   template <class T> KILN_HD T operator()(T x) const {
-    if constexpr (math::is_integer<T>) return math::wrapping(T(0), x, std::minus<>{});
+    if constexpr (math::is_integer<T>) return math::wrapping(T(0), x, math::minus{});
     else return -x;
   }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T) const { return {-g}; }
@@ -53,7 +53,7 @@ struct neg_op : op_base<1, op_kind::same> {
 struct abs_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "abs";
   template <class T> KILN_HD T operator()(T x) const {
-    if constexpr (math::is_integer<T>) return x < 0 ? math::wrapping(T(0), x, std::minus<>{}) : x;
+    if constexpr (math::is_integer<T>) return x < 0 ? math::wrapping(T(0), x, math::minus{}) : x;
     else if constexpr (std::is_same_v<T, bool>) return x;
     else { using std::abs; return abs(x); }
   }
@@ -78,7 +78,7 @@ struct reciprocal_op : op_base<1, op_kind::floating> {
 };
 struct square_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "square";
-  template <class T> KILN_HD T operator()(T x) const { return math::wrapping(x, x, std::multiplies<>{}); }
+  template <class T> KILN_HD T operator()(T x) const { return math::wrapping(x, x, math::multiplies{}); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const { return {g * (math::lit<T>(2) * x)}; }
 };
 // C's pow at every edge, as torch.pow: pow(x, ±0) = 1 and pow(1, y) = 1 even for NaN,
@@ -97,8 +97,8 @@ struct pow_op : op_base<2, op_kind::same> {
       if (b < 0) return a == 1 ? T(1) : a == -1 ? (b % 2 == 0 ? T(1) : T(-1)) : T(0);
       T result = 1;
       for (T base = a; b != 0; b /= 2) {
-        if (b % 2 != 0) result = math::wrapping(result, base, std::multiplies<>{});
-        base = math::wrapping(base, base, std::multiplies<>{});
+        if (b % 2 != 0) result = math::wrapping(result, base, math::multiplies{});
+        base = math::wrapping(base, base, math::multiplies{});
       }
       return result;
     } else {
@@ -268,7 +268,7 @@ struct fma_op : op_base<3, op_kind::same> {
   static constexpr bool vectorized = fused_batch_fma;
   template <class T> KILN_HD T operator()(T a, T b, T c) const {
     if constexpr (std::is_floating_point_v<math::element_t<T>>) { using std::fma; return fma(a, b, c); }
-    else return math::wrapping(math::wrapping(a, b, std::multiplies<>{}), c, std::plus<>{});
+    else return math::wrapping(math::wrapping(a, b, math::multiplies{}), c, math::plus{});
   }
   template <class T> KILN_HD std::array<T, 3> grad(T g, T, T a, T b, T) const { return {g * b, g * a, g}; }
 };
@@ -303,9 +303,9 @@ struct addcmul_op : op_base<3, op_kind::same> {
   static constexpr std::string_view name = "addcmul";
   double value = 1;
   template <class T> KILN_HD T operator()(T a, T t1, T t2) const {
-    std::multiplies<> const times;
+    math::multiplies const times;
     T const product = math::wrapping(math::wrapping(math::lit<T>(value), t1, times), t2, times);
-    return math::wrapping(a, product, std::plus<>{});
+    return math::wrapping(a, product, math::plus{});
   }
   template <class T> KILN_HD std::array<T, 3> grad(T g, T, T, T t1, T t2) const {
     return {g, g * (t2 * math::lit<T>(value)), g * (t1 * math::lit<T>(value))};

@@ -6,10 +6,10 @@
 // IWYU pragma: private, include <kiln/kiln.hpp>
 #pragma once
 
+#include <kiln/core/function_objects.hpp>
 #include <kiln/ops/math.hpp>
 
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <tuple>
 
@@ -45,7 +45,7 @@ struct sum_red {
   template <class V> using acc = detail::sum_acc_t<V>;
   template <class A> KILN_HD static A identity() { return A(0); }
   template <class A, class V> KILN_HD static A prepare(V v) { return static_cast<A>(v); }
-  template <class A> KILN_HD static A combine(A a, A b) { return math::wrapping(a, b, std::plus<>{}); }
+  template <class A> KILN_HD static A combine(A a, A b) { return math::wrapping(a, b, math::plus{}); }
   template <class A> KILN_HD static A finalize(A a, index_t) { return a; }
   // dL/dx for an input x of an output `out` with adjoint g, n inputs per output.
   template <class T> KILN_HD static T grad(T, T, T g, T) { return g; }
@@ -64,7 +64,7 @@ struct prod_red {
   template <class V> using acc = detail::sum_acc_t<V>;
   template <class A> KILN_HD static A identity() { return A(1); }
   template <class A, class V> KILN_HD static A prepare(V v) { return static_cast<A>(v); }
-  template <class A> KILN_HD static A combine(A a, A b) { return math::wrapping(a, b, std::multiplies<>{}); }
+  template <class A> KILN_HD static A combine(A a, A b) { return math::wrapping(a, b, math::multiplies{}); }
   template <class A> KILN_HD static A finalize(A a, index_t) { return a; }
   // Zeros need care (PyTorch's prod_backward): with none, out / x; with exactly one, the zero
   // gets the product of the others and the rest 0; with more, every gradient is 0. The count of
