@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 namespace {
 
@@ -253,6 +254,12 @@ TEST_CASE("linear_recurrence: empty and size-1 dimensions, NaN and inf, in-place
   }
   kiln::tensor<double, 2> const row = {{1, 2, 3}};
   check_close(kiln::eval(kiln::linear_recurrence(row, 0.5, 0)), row);
+  // The listing shows both inputs and the boundary.
+  kiln::tensor<double, 0> coefficient(kiln::extents<0>{});
+  std::string const listing = kiln::to_string(kiln::linear_recurrence(row, coefficient, 1) * 2.0);
+  CAPTURE(listing);
+  CHECK(listing.find("linear_recurrence[dim=1](%0, %1) : double[1, 3]  // materialized: fusion boundary") !=
+        std::string::npos);
 
   double const nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   kiln::tensor<double, 1> const b = {1, nan, 2, 3};

@@ -143,25 +143,25 @@ __global__ void __launch_bounds__(block_size)
     return value;
   };
   T sum = 0;
-  index_t const first = index_t(blockIdx.x) * blockDim.x + threadIdx.x, threads = index_t(blockDim.x) * gridDim.x;
   if constexpr (Mode == loop_mode::chunked) {
     constexpr int K = chunk_elements<T, Ev>;
-    index_t const chunks = n / K;
-    for (index_t c = first; c < chunks; c += threads) {
-      auto const cache = device_prefetch<K>(ev, c * K);
-      chunk<T, K> out[N];
+    for_each_chunk<K>(
+        ev, n,
+        [&](index_t c, auto read) {
+          chunk<T, K> out[N];
 #pragma unroll
-      for (int k = 0; k < K; ++k) {
-        T grads[N] = {};
-        sum += step(cached_read<std::remove_const_t<decltype(cache)>>{cache, k}, grads);
+          for (int k = 0; k < K; ++k) {
+            T grads[N] = {};
+            sum += step(read(k), grads);
 #pragma unroll
-        for (std::size_t j = 0; j < N; ++j) out[j].v[k] = grads[j];
-      }
+            for (std::size_t j = 0; j < N; ++j) out[j].v[k] = grads[j];
+          }
 #pragma unroll
-      for (std::size_t j = 0; j < N; ++j) reinterpret_cast<chunk<T, K>*>(targets.out[j])[c] = out[j];
-    }
-    if (index_t const i = chunks * K + first; i < n) sum += element(i, flat_read{i});  // the tail
+          for (std::size_t j = 0; j < N; ++j) reinterpret_cast<chunk<T, K>*>(targets.out[j])[c] = out[j];
+        },
+        [&](index_t i) { sum += element(i, flat_read{i}); });
   } else {
+    index_t const first = index_t(blockIdx.x) * blockDim.x + threadIdx.x, threads = index_t(blockDim.x) * gridDim.x;
     for (index_t i = first; i < n; i += threads) {
       if constexpr (Mode == loop_mode::flat) {
         sum += element(i, flat_read{i});

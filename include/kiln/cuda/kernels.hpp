@@ -59,6 +59,20 @@ loop_mode choose_loop_mode(Ev const& ev, extents<R> const& shape, extents<R> con
   return K > 1 && aligned ? loop_mode::chunked : loop_mode::flat;
 }
 
+// The chunked loop's skeleton, grid-stride: body(c, read) for each whole chunk c of this thread's
+// share, where read(k) reads element k of the chunk's loaded values (cached_read), then tail(i)
+// for this thread's element, if any, of the last n mod K.
+template <int K, class Ev, class Body, class Tail>
+__device__ KILN_ALWAYS_INLINE void for_each_chunk(Ev const& ev, index_t n, Body&& body, Tail&& tail) {
+  index_t const first = index_t(blockIdx.x) * blockDim.x + threadIdx.x, threads = index_t(blockDim.x) * gridDim.x;
+  index_t const chunks = n / K;
+  for (index_t c = first; c < chunks; c += threads) {
+    auto const cache = device_prefetch<K>(ev, c * K);
+    body(c, [&](int k) { return cached_read<std::remove_const_t<decltype(cache)>>{cache, k}; });
+  }
+  if (index_t const i = chunks * K + first; i < n) tail(i);
+}
+
 // Elements per thread per step of the flat loop: independent loads in flight, each step still
 // coalesced (thread t reads elements t, t + blockDim, t + 2 blockDim, ...).
 inline constexpr int items_per_thread = 4;
@@ -68,18 +82,17 @@ inline constexpr int items_per_thread = 4;
 template <loop_mode Mode, class T, class Ev, int R>
 __global__ void __launch_bounds__(block_size)
     elementwise_kernel(T* out, Ev const ev, output_layout<R> const layout, index_t const n) {
-  index_t const first = index_t(blockIdx.x) * blockDim.x + threadIdx.x, threads = index_t(blockDim.x) * gridDim.x;
   if constexpr (Mode == loop_mode::chunked) {
     constexpr int K = chunk_elements<T, Ev>;
-    index_t const chunks = n / K;
-    for (index_t c = first; c < chunks; c += threads) {
-      auto const cache = device_prefetch<K>(ev, c * K);
-      chunk<T, K> v;
+    for_each_chunk<K>(
+        ev, n,
+        [&](index_t c, auto read) {
+          chunk<T, K> v;
 #pragma unroll
-      for (int k = 0; k < K; ++k) v.v[k] = static_cast<T>(ev.read(cached_read<std::remove_const_t<decltype(cache)>>{cache, k}));
-      reinterpret_cast<chunk<T, K>*>(out)[c] = v;
-    }
-    if (index_t const i = chunks * K + first; i < n) out[i] = static_cast<T>(ev.read(flat_read{i}));  // the tail
+          for (int k = 0; k < K; ++k) v.v[k] = static_cast<T>(ev.read(read(k)));
+          reinterpret_cast<chunk<T, K>*>(out)[c] = v;
+        },
+        [&](index_t i) { out[i] = static_cast<T>(ev.read(flat_read{i})); });
   } else if constexpr (Mode == loop_mode::flat) {
     index_t const tile = index_t(blockDim.x) * items_per_thread;
     for (index_t base = index_t(blockIdx.x) * tile + threadIdx.x; base < n; base += tile * gridDim.x) {
@@ -92,6 +105,7 @@ __global__ void __launch_bounds__(block_size)
         if (index_t const i = base + k * index_t(blockDim.x); i < n) out[i] = static_cast<T>(v[k]);
     }
   } else {
+    index_t const first = index_t(blockIdx.x) * blockDim.x + threadIdx.x, threads = index_t(blockDim.x) * gridDim.x;
     for (index_t i = first; i < n; i += threads) {
       index_t c[output_layout<R>::dims];
       layout.unravel(i, c);

@@ -61,11 +61,13 @@ struct graph_listing {
     return static_cast<int>(entries.size()) - 1;
   }
 
-  // Reductions and softmax: a fusion boundary when something consumes them (listed below).
+  // Reductions, softmax and linear_recurrence: a fusion boundary when something consumes them
+  // (listed below). A recurrence's second input is its coefficient.
   template <class Node>
     requires requires(Node const& n) { n.arg(); }
   int add(Node const& node) {
-    int const input = add(node.arg());
+    std::vector<int> inputs{add(node.arg())};
+    if constexpr (requires { node.coefficient(); }) inputs.push_back(add(node.coefficient()));
     std::ostringstream label;
     if constexpr (requires { node.reduced_axes(); }) {
       label << Node::op_type::name << "[axes=";
@@ -74,7 +76,7 @@ struct graph_listing {
     } else {
       label << Node::name << "[dim=" << node.dim() << "]";
     }
-    entries.push_back({label.str(), describe<typename Node::value_type>(node.shape()), {input}});
+    entries.push_back({label.str(), describe<typename Node::value_type>(node.shape()), std::move(inputs)});
     boundaries.push_back(static_cast<int>(entries.size()) - 1);
     return boundaries.back();
   }
