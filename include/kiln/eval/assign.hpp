@@ -121,13 +121,8 @@ void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e, dest
   check_assignable_types<X, T, R>();
   check_assignable(e.shape(), dst.shape());
   if (dst.size() == 0) return;
-  if constexpr (requires { typename X::element_type; })  // a tensor or view: copy its elements
-    assign_node(policy, dst,
-                leaf<typename X::value_type, X::rank>(tensor_view<typename X::value_type const, X::rank>(e),
-                                                      std::is_same_v<X, tensor<typename X::value_type, X::rank>>),
-                kind);
-  else if constexpr (requires { e.as_leaf(); })  // a var: its value
-    assign_node(policy, dst, e.as_leaf(), kind);
+  if constexpr (requires { typename X::element_type; } || requires { e.as_leaf(); })
+    assign_node(policy, dst, as_node<typename X::value_type>(e), kind);  // a tensor, view or var: its leaf
   else
     assign_node(policy, dst, e, kind);
 }
