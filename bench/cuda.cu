@@ -12,7 +12,6 @@
 #include <benchmark/benchmark.h>
 #include <cub/block/block_reduce.cuh>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -35,12 +34,10 @@ double peak_bytes_per_second() {
   return 2.0 * clock_khz * 1e3 * bus_bits / 8;  // double data rate
 }
 
-// Blocks for n float4s: one float4 per thread per step, the device filled 16 blocks deep.
+// Blocks for the hand kernels over n floats (one float4 per thread per step): the launch shape
+// kiln's own kernels take, kiln::detail::grid_size.
 unsigned grid_for(index_t n) {
-  int device = 0, sms = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  return static_cast<unsigned>(std::clamp<index_t>((n / 4 + kBlock - 1) / kBlock, 1, index_t(sms) * 16));
+  return kiln::detail::grid_size(n / 4, kBlock);
 }
 
 // --- hand-written kernels: the same arithmetic, written out, 16-byte loads and stores ----------
