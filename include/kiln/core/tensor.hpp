@@ -64,8 +64,10 @@ class tensor {
   // Extents all zero (one element for rank 0, which is a scalar).
   tensor() : tensor(extents<R>{}) {}
   // Zero-filled.
-  explicit tensor(extents<R> const& shape) : storage_(detail::checked_count<R>(shape), true), shape_(shape) {}
-  tensor(extents<R> const& shape, uninitialized_t) : storage_(detail::checked_count<R>(shape), false), shape_(shape) {}
+  explicit tensor(extents<R> const& shape)
+      : storage_(detail::checked_count<R>(shape), true), shape_(shape), strides_(contiguous_strides<R>(shape)) {}
+  tensor(extents<R> const& shape, uninitialized_t)
+      : storage_(detail::checked_count<R>(shape), false), shape_(shape), strides_(contiguous_strides<R>(shape)) {}
   // From nested braces; ragged lists throw shape_error.
   tensor(typename detail::nested_list<T, R>::type const& values)
     requires(R >= 1)
@@ -90,8 +92,9 @@ class tensor {
   tensor(tensor const&) = default;
   // Moving steals the storage and leaves `other` valid: an empty tensor of extents all zero. A
   // rank-0 tensor always holds its one element, so moving one copies it (and may allocate).
-  tensor(tensor&& other) noexcept(R > 0) : storage_(take_storage(other)), shape_(other.shape_) {
-    if constexpr (R > 0) other.shape_ = extents<R>{};
+  tensor(tensor&& other) noexcept(R > 0)
+      : storage_(take_storage(other)), shape_(other.shape_), strides_(other.strides_) {
+    if constexpr (R > 0) other.shape_ = extents<R>{}, other.strides_ = empty_strides;
   }
   // Copy and move assignment replace the contents and shape, as for any value type.
   tensor& operator=(tensor const&) = default;
@@ -101,6 +104,7 @@ class tensor {
     } else if (this != &other) {
       storage_ = std::move(other.storage_);
       shape_ = std::exchange(other.shape_, extents<R>{});
+      strides_ = std::exchange(other.strides_, empty_strides);
     }
     return *this;
   }
@@ -121,14 +125,14 @@ class tensor {
   T* data() noexcept { return storage_.data(); }
   T const* data() const noexcept { return storage_.data(); }
   extents<R> const& shape() const noexcept { return shape_; }
-  extents<R> strides() const noexcept { return contiguous_strides<R>(shape_); }
+  extents<R> const& strides() const noexcept { return strides_; }
   index_t extent(int d) const noexcept { return shape_[d]; }
   index_t size() const noexcept { return element_count<R>(shape_); }
   bool empty() const noexcept { return size() == 0; }
   static constexpr bool is_contiguous() noexcept { return true; }
 
-  tensor_view<T, R> view() noexcept { return {data(), shape_}; }
-  tensor_view<T const, R> view() const noexcept { return {data(), shape_}; }
+  tensor_view<T, R> view() noexcept { return {data(), shape_, strides_}; }
+  tensor_view<T const, R> view() const noexcept { return {data(), shape_, strides_}; }
   operator tensor_view<T, R>() noexcept { return view(); }
   operator tensor_view<T const, R>() const noexcept { return view(); }
 
@@ -210,8 +214,16 @@ class tensor {
     }
   }
 
+  static constexpr extents<R> empty_strides = contiguous_strides<R>(extents<R>{});
+
   detail::aligned_buffer<T> storage_;
   extents<R> shape_{};
+  // Stored rather than computed from shape_: a view of the tensor (and so each leaf of an
+  // expression over it) is then a plain copy of memory written long before, and the copies
+  // that building an expression makes load whole what was stored whole. Computed strides, stored
+  // one element at a time just before those wider loads, stall them (store-to-load forwarding
+  // fails): about 5 ns per expression, which showed at 1K elements.
+  extents<R> strides_ = empty_strides;
 };
 
 }  // namespace kiln

@@ -35,7 +35,7 @@ class tensor_view {
 
   tensor_view() = default;
   tensor_view(T* data, extents<R> const& shape, extents<R> const& strides) noexcept
-      : data_(data), shape_(shape), strides_(strides) {}
+      : shape_(shape), strides_(strides), data_(data) {}
   // A contiguous row-major view.
   tensor_view(T* data, extents<R> const& shape) noexcept
       : tensor_view(data, shape, contiguous_strides<R>(shape)) {}
@@ -113,9 +113,11 @@ class tensor_view {
     return o;
   }
 
-  T* data_ = nullptr;
+  // Extents first: copies of a view (as in every expression leaf) then load the two arrays whole,
+  // as tensor::view() stored them (see tensor's strides_).
   extents<R> shape_{};
   extents<R> strides_{};
+  T* data_ = nullptr;
 };
 
 }  // namespace kiln
