@@ -200,9 +200,11 @@ KILN_ALWAYS_INLINE void for_each_row(loop_plan<R> const& plan, Ev& ev, Body&& bo
     left = 1;
     for (int d = 0; d < outer; ++d) left *= plan.shape[d];
   }
-  for (index_t r = plan.first_row, d = last; d >= 0; --d) {
-    index[d] = r % plan.shape[d];
-    r /= plan.shape[d];
+  if (plan.first_row != 0) {  // kiln::par's parts; every other plan starts at index 0, without a division
+    for (index_t r = plan.first_row, d = last; d >= 0; --d) {
+      index[d] = r % plan.shape[d];
+      r /= plan.shape[d];
+    }
   }
   while (left > 0) {
     index_t offset = 0;
