@@ -579,6 +579,53 @@ TEST_CASE("reductions consume their elementwise producer in the same loop") {
   });
 }
 
+TEST_CASE("an op whose two operands are one tensor read the same way loads it once, with the same bits") {
+  // `A * A` is folded by a loop that loads A once. It must give exactly what the same tree over two
+  // tensors holding equal values gives (two loads, the same accumulation order), and must not be
+  // taken for operands over the same memory read differently (a transpose, shifted slices).
+  auto twins_in = [](auto const& e) {
+    using E = std::remove_cvref_t<decltype(e)>;
+    kiln::detail::evaluator<E, E::rank> const ev(e, e.shape());
+    return kiln::detail::has_twins(ev);
+  };
+  for (index_t n : {1, 7, 8, 31, 33, 256, 1023, 1025, 3000}) {
+    CAPTURE(n);
+    auto const A = kiln::randn<float>({3, n}, 40 + n);
+    kiln::tensor<float, 2> const B = A;  // equal values, other memory
+    CHECK(twins_in(A * A));
+    CHECK_FALSE(twins_in(A * B));
+    CHECK(twins_in(kiln::exp(A * A) + A));
+    for (int policy = 0; policy < 3; ++policy) {
+      CAPTURE(policy);
+      auto fold = [&](auto const& e, auto... axes) {
+        if (policy == 0) return kiln::eval(kiln::seq, kiln::sum(e, axes...));
+        if (policy == 1) return kiln::eval(kiln::simd, kiln::sum(e, axes...));
+        return kiln::eval(kiln::par, kiln::sum(e, axes...));
+      };
+      auto const rows = fold(A * A, kiln::axes<1>), rows_apart = fold(A * B, kiln::axes<1>);
+      auto const cols = fold(A + A, kiln::axes<0>), cols_apart = fold(A + B, kiln::axes<0>);
+      auto const all = fold(kiln::exp(A * A) - A), all_apart = fold(kiln::exp(A * B) - B);
+      for (index_t r = 0; r < 3; ++r) CHECK(rows(r) == rows_apart(r));
+      for (index_t j = 0; j < n; ++j) CHECK(cols(j) == cols_apart(j));
+      CHECK(all.item() == all_apart.item());
+      CHECK(float(kiln::amax(A * A)) == float(kiln::amax(A * B)));
+    }
+  }
+  // The same memory read another way is not a twin.
+  auto const S = kiln::randn<float>({37, 37}, 41);
+  kiln::tensor<float, 2> const St = kiln::transpose(S);
+  CHECK_FALSE(twins_in(S * kiln::transpose(S)));
+  kiln::tensor<float, 1> const crossed = kiln::sum(S * kiln::transpose(S), kiln::axes<1>);
+  kiln::tensor<float, 1> const crossed_apart = kiln::sum(S * St, kiln::axes<1>);
+  // (The transpose is read with strides, through the scalar loop: the sums round differently.)
+  for (index_t r = 0; r < 37; ++r) CHECK(crossed(r) == doctest::Approx(crossed_apart(r)).epsilon(1e-5));
+  auto const x = kiln::randn<float>({100}, 42);
+  auto const head = kiln::slice(x, 0, 0, 99), tail = kiln::slice(x, 0, 1, 100);
+  CHECK_FALSE(twins_in(head * tail));
+  kiln::tensor<float, 1> const head_copy = head, tail_copy = tail;
+  CHECK(float(kiln::sum(head * tail)) == float(kiln::sum(head_copy * tail_copy)));
+}
+
 TEST_CASE("integer and bool inputs over every subset of axes, with PyTorch's result types") {
   sweep<std::int32_t, false>(kiln::simd, {"sum", ref::sum}, sum_of);
   sweep<std::int32_t, false>(kiln::simd, {"prod", ref::prod}, prod_of);

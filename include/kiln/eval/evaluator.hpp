@@ -20,8 +20,11 @@ namespace kiln::detail {
 // vector loads), or each leaf contiguous or broadcast along the row (stride 0: a splat of the
 // element read once per row). In the mixed mode each leaf tests its stride per batch, a branch
 // that is always predicted; one loop per combination of leaf kinds measured a few percent faster
-// but compiled 50% slower, so kiln keeps the two loops.
-enum class inner_mode { contiguous, mixed };
+// but compiled 50% slower, so kiln keeps the two loops. `twins` is the contiguous mode in which
+// the two operands of an op that are one leaf read the same way (`A * A`) are loaded once: the
+// reductions' loops take it when a tree has such an op (sums of squares are common, and a fold's
+// loop is bound by its loads), so trees without one compile no third loop.
+enum class inner_mode { contiguous, mixed, twins };
 
 // Strides are kept in arrays of at least one entry so that rank-0 expressions plan like rank 1.
 template <int R>
@@ -183,7 +186,12 @@ struct evaluator<map<Op, Args...>, R> {
 
   evaluator(node_type const& node, extents<R> const& out_shape)
       : op(node.op()), args(detail::apply_pack([&](Args const&... a) { return children{{evaluator<Args, R>(a, out_shape)}...}; },
-                                                node.args())) {}
+                                                node.args())) {
+    if constexpr (twin_leaves) {
+      auto const &first = slot<0>(args), &second = slot<1>(args);
+      twins = first.base == second.base && first.strides == second.strides;
+    }
+  }
 
   value_type scalar(index_t i) const noexcept {
     return scalar_impl(i, std::index_sequence_for<Args...>{});
@@ -203,6 +211,18 @@ struct evaluator<map<Op, Args...>, R> {
   using children = indexed_pack<std::index_sequence_for<Args...>, evaluator<Args, R>...>;
   Op op;
   children args;
+  // Whether the op's two operands are leaves of one type, and (`twins`) the same elements read the
+  // same way: inner_mode::twins loads them once. Planning keeps twins alike: it rewrites equal
+  // strides equally.
+  static constexpr bool twin_leaves = [] {
+    if constexpr (sizeof...(Args) == 2) {
+      using First = evaluator<std::tuple_element_t<0, std::tuple<Args...>>, R>;
+      return First::is_leaf && (std::is_same_v<First, evaluator<Args, R>> && ...);
+    } else {
+      return false;
+    }
+  }();
+  bool twins = false;
 
  private:
   template <std::size_t... I>
@@ -211,6 +231,12 @@ struct evaluator<map<Op, Args...>, R> {
   }
   template <class Lane, inner_mode Mode, bool Tail, std::size_t... I>
   KILN_ALWAYS_INLINE auto packet_impl(index_t i, index_t n, std::index_sequence<I...>) const noexcept {
+    if constexpr (Mode == inner_mode::twins && twin_leaves) {
+      if (twins) {
+        auto const x = slot<0>(args).template packet<Lane, Mode, Tail>(i, n);
+        return apply(x, x);
+      }
+    }
     return apply(slot<I>(args).template packet<Lane, Mode, Tail>(i, n)...);
   }
   template <std::size_t... I, class... V>
@@ -227,6 +253,24 @@ struct evaluator<map<Op, Args...>, R> {
     return lanes_apply<Lane>([this](auto const&... a) { return static_cast<value_type>(op(a...)); }, p...);
   }
 };
+
+// Whether a tree may have twin leaves (evaluator<map>::twin_leaves), and whether it has.
+template <class Ev>
+inline constexpr bool may_have_twins = false;
+template <class Op, class... Args, int R>
+inline constexpr bool may_have_twins<evaluator<map<Op, Args...>, R>> =
+    evaluator<map<Op, Args...>, R>::twin_leaves || (may_have_twins<evaluator<Args, R>> || ...);
+template <class Ev>
+bool has_twins(Ev const& ev) noexcept {
+  if constexpr (!may_have_twins<Ev>) {
+    return false;
+  } else {
+    bool found = false;
+    if constexpr (Ev::twin_leaves) found = ev.twins;
+    apply_pack([&](auto const&... child) { ((found = found || has_twins(child)), ...); }, ev.args);
+    return found;
+  }
+}
 
 // Calls f on every tensor leaf's evaluator, depth first, left to right.
 template <class Ev, class F>

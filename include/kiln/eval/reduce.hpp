@@ -378,7 +378,7 @@ bool fold_adjoining_rows(loop_plan<R> const& plan, Ev const& shared, A* out) {
   index[0] = first;
   visit_leaves(ev, start_leaf_rows<R>{index, outer + 1});
   A* const o = out + first * step;
-  if constexpr (Vector && Mode == inner_mode::contiguous) {  // (mixed: the call, for compile time)
+  if constexpr (Vector && Mode != inner_mode::mixed) {  // (mixed: the call, for compile time)
     if (n <= fold_block) {
       for (index_t k = 0; k < rows; ++k)
         o[k * step] = Op::combine(o[k * step], fold_lanes<Op>(fold_block_simd<Op, A, Mode>(ev, k * n, k * n + n)));
@@ -455,7 +455,11 @@ void fold_plan(Policy const&, loop_plan<R> const& plan, Ev& ev, A* out, index_t 
                 std::is_same_v<lane_t<typename Ev::node_type>, A>) {
     index_t const step = plan.out_strides[plan.dims - 1];
     inner_reads const reads = step == 0 || step == 1 ? leaf_reads(plan, ev) : inner_reads::strided;
-    if (reads == inner_reads::contiguous) return fold_rows<Op, A, inner_mode::contiguous, true>(plan, ev, out, group);
+    if (reads == inner_reads::contiguous) {
+      if constexpr (may_have_twins<Ev>)
+        if (has_twins(ev)) return fold_rows<Op, A, inner_mode::twins, true>(plan, ev, out, group);
+      return fold_rows<Op, A, inner_mode::contiguous, true>(plan, ev, out, group);
+    }
     if (reads == inner_reads::mixed) return fold_rows<Op, A, inner_mode::mixed, true>(plan, ev, out, group);
   }
   fold_rows<Op, A, inner_mode::contiguous, false>(plan, ev, out, group);
