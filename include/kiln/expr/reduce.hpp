@@ -183,9 +183,12 @@ struct reduction_fn {
   template <expression X, class... Opt>
   auto operator()(X&& x, Opt... opt) const {
     constexpr int R = std::remove_cvref_t<X>::rank;
-    std::array<int, R> all{};
-    std::iota(all.begin(), all.end(), 0);
-    return build(std::forward<X>(x), all, opt...);
+    static constexpr std::array<int, R> all = [] {
+      std::array<int, R> a{};
+      std::iota(a.begin(), a.end(), 0);
+      return a;
+    }();
+    return build(std::forward<X>(x), all, opt..., normalized_axes{});  // in range, sorted, distinct
   }
   template <expression X, int... I, class... Opt>
   auto operator()(X&& x, axes_t<I...>, Opt... opt) const {
