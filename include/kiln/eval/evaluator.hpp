@@ -217,7 +217,8 @@ struct evaluator<map<Op, Args...>, R> {
   static constexpr bool twin_leaves = [] {
     if constexpr (sizeof...(Args) == 2) {
       using First = evaluator<std::tuple_element_t<0, std::tuple<Args...>>, R>;
-      return First::is_leaf && (std::is_same_v<First, evaluator<Args, R>> && ...);
+      return First::is_leaf && requires(First const& e) { e.base == e.base && e.strides == e.strides; } &&
+             (std::is_same_v<First, evaluator<Args, R>> && ...);
     } else {
       return false;
     }
