@@ -187,6 +187,34 @@ TEST_CASE("par gradients: a scalar broadcast over millions of elements keeps its
   }
 }
 
+TEST_CASE("par linear_recurrence: independent recurrences split between threads, the same bits") {
+  [[maybe_unused]] thread_count_scope const restore;
+  // Along dim 1 of [64, 4096] (whole outer blocks per thread), dim 0 of [4096, 64] (columns cut on
+  // cache lines), dim 1 of [8, 2048, 40] (8 outer blocks: blocks for 2 threads, columns beyond),
+  // and one long sequence (one thread).
+  auto run = [](auto const& b, double a, int dim) {
+    auto f = [dim](auto const& x, auto const& c) { return kiln::sum(kiln::linear_recurrence(x, c, dim) * x); };
+    kiln::tensor<double, 0> const coefficient = kiln::full<double>(kiln::extents<0>{}, a);
+    auto const y = kiln::eval(kiln::simd, kiln::linear_recurrence(b, a, dim));
+    auto const [value, grads] = kiln::value_and_grad(kiln::simd, f, b, coefficient);
+    for (int threads : thread_counts()) {
+      CAPTURE(threads);
+      use_threads(threads);
+      CHECK(bitwise_equal(kiln::eval(kiln::par, kiln::linear_recurrence(b, a, dim)), y));
+      auto const [par_value, par_grads] = kiln::value_and_grad(kiln::par, f, b, coefficient);
+      CHECK(par_value == doctest::Approx(value).epsilon(1e-12));
+      CHECK(bitwise_equal(std::get<0>(par_grads), std::get<0>(grads)));  // each element as on one thread
+      CHECK(std::get<1>(par_grads).item() == doctest::Approx(std::get<1>(grads).item()).epsilon(1e-12));
+      auto const [again_value, again] = kiln::value_and_grad(kiln::par, f, b, coefficient);
+      CHECK(std::get<1>(again).item() == std::get<1>(par_grads).item());  // repeatable
+    }
+  };
+  run(kiln::randn<double>({64, 4096}, 11), 0.9, 1);
+  run(kiln::randn<double>({4096, 64}, 12), -0.7, 0);
+  run(kiln::randn<double>({8, 2048, 40}, 13), 0.5, 1);
+  run(kiln::randn<double>({200000}, 14), 0.99, 0);
+}
+
 TEST_CASE("a full reduction under a policy gives its value") {
   auto const x = kiln::randn<float>({100000}, 9);
   float const s = kiln::sum(kiln::par, kiln::exp(x * 0.1f));

@@ -140,7 +140,7 @@ template <class Policy, class B, class A, class T, int R>
 void boundary_backward(Policy const& policy, linear_recurrence_node<B, A> const& node, tensor_view<T const, R> out,
                        tensor_view<T const, R> g) {
   tensor<T, R> gb(out.shape(), uninitialized);
-  T const ga = node.adjoint(node.coefficient_value(policy), out.data(), g.data(), gb.data(), node.around_dim());
+  T const ga = node.adjoint(policy, node.coefficient_value(policy), out.data(), g.data(), gb.data(), node.around_dim());
   if constexpr (differentiable<B>) backward_pass(policy, node.arg(), pass_upstream{}, leaf<T, R>(std::as_const(gb).view()));
   if constexpr (differentiable<A>)
     backward_pass(policy, node.coefficient(), pass_upstream{}, leaf<T, 0>(tensor_view<T const, 0>(&ga, extents<0>{})));

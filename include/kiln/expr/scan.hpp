@@ -6,11 +6,13 @@
 // IWYU pragma: private, include <kiln/kiln.hpp>
 #pragma once
 
+#include <kiln/eval/parallel.hpp>
 #include <kiln/expr/map.hpp>
 #include <kiln/expr/reduce.hpp>
 
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace kiln {
 
@@ -61,39 +63,88 @@ class linear_recurrence_node {
     return l;
   }
 
+  // The recurrences a thread runs: blocks [first_outer, first_outer + outers) of the outer
+  // dimensions, columns [first_inner, first_inner + inners) of the inner ones.
+  struct part {
+    index_t first_outer, outers, first_inner, inners;
+  };
+
+  // Runs f(part, k) for parts k = 0, 1, ... covering every recurrence: one part, or under kiln::par
+  // (when the tensor is worth several threads) one per thread, whole outer blocks when there are
+  // enough of them, else columns cut on cache lines. The recurrences are independent, so each
+  // element is computed as on one thread; only a sequence without neighbours (rank 1, or every
+  // other extent 1) stays on one thread. Returns the number of parts.
+  template <class Policy, class F>
+  static int for_each_part(Policy const&, layout l, F const& f) {
+    if constexpr (std::is_base_of_v<par_policy, Policy>) {
+      int threads = detail::par_threads(l.outer * l.n * l.inner);
+      index_t const line = detail::line_elements(sizeof(value_type));
+      bool const by_outer = l.outer >= 4 * index_t(threads);
+      if (!by_outer) threads = static_cast<int>(std::min<index_t>(threads, l.inner / line));
+      if (threads > 1) {
+        int used = 1;
+        detail::par_run(threads, [&](int k, int parts) {
+          if (k == 0) used = parts;
+          auto const [b, e] = detail::piece(by_outer ? l.outer : l.inner, k, parts, by_outer ? 1 : line);
+          f(by_outer ? part{b, e - b, 0, l.inner} : part{0, l.outer, b, e - b}, k);
+        });
+        return used;
+      }
+    }
+    f(part{0, l.outer, 0, l.inner}, 0);
+    return 1;
+  }
+
   // Forward, in place: y holds b (contiguous) and becomes the recurrence. The inner loop runs
   // across the independent recurrences next to each other in memory, so it vectorises whenever
   // dim is not the last dimension.
-  static void recur(value_type a, value_type* y, layout l) noexcept {
-    for (index_t o = 0; o < l.outer; ++o, y += l.n * l.inner)
-      for (index_t t = 1; t < l.n; ++t) {
-        value_type* const row = y + t * l.inner;
-        value_type const* const prev = row - l.inner;
-        for (index_t i = 0; i < l.inner; ++i) row[i] = a * prev[i] + row[i];
+  template <class Policy>
+  static void recur(Policy const& policy, value_type a, value_type* y, layout l) {
+    for_each_part(policy, l, [&](part p, int) {
+      for (index_t o = p.first_outer; o < p.first_outer + p.outers; ++o) {
+        value_type* const block = y + o * l.n * l.inner + p.first_inner;
+        for (index_t t = 1; t < l.n; ++t) {
+          value_type* const row = block + t * l.inner;
+          value_type const* const prev = row - l.inner;
+          for (index_t i = 0; i < p.inners; ++i) row[i] = a * prev[i] + row[i];
+        }
       }
+    });
   }
 
   // Backward, from y and its adjoint g (contiguous): writes gb = dL/db, the recurrence run
   // backwards (gb[n-1] = g[n-1], gb[t] = g[t] + a gb[t+1]), and returns dL/da = the sum over every
-  // recurrence of gb[t] y[t-1] for t >= 1, accumulated in double.
-  static value_type adjoint(value_type a, value_type const* y, value_type const* g, value_type* gb, layout l) noexcept {
-    double ga = 0;
-    index_t const step = l.n * l.inner;
-    for (index_t o = 0; o < l.outer; ++o, y += step, g += step, gb += step) {
-      if (l.n == 0) break;
-      for (index_t i = 0, last = (l.n - 1) * l.inner; i < l.inner; ++i) gb[last + i] = g[last + i];
-      for (index_t t = l.n - 1; t >= 1; --t) {
-        value_type* const row = gb + (t - 1) * l.inner;
-        value_type const* const next = row + l.inner;
-        value_type const* const g_row = g + (t - 1) * l.inner;
-        value_type const* const y_prev = y + (t - 1) * l.inner;
-        for (index_t i = 0; i < l.inner; ++i) {
-          ga += static_cast<double>(next[i]) * static_cast<double>(y_prev[i]);
-          row[i] = g_row[i] + a * next[i];
+  // recurrence of gb[t] y[t-1] for t >= 1, accumulated in double (under kiln::par, per part, the
+  // parts' sums added in part order: repeatable for a given thread count).
+  template <class Policy>
+  static value_type adjoint(Policy const& policy, value_type a, value_type const* y, value_type const* g,
+                            value_type* gb, layout l) {
+    std::vector<double> ga(static_cast<std::size_t>(detail::par_threads(l.outer * l.n * l.inner)), 0.0);
+    int const parts = for_each_part(policy, l, [&](part p, int k) {
+      if (l.n == 0) return;
+      double sum = 0;
+      for (index_t o = p.first_outer; o < p.first_outer + p.outers; ++o) {
+        index_t const at = o * l.n * l.inner + p.first_inner;
+        value_type const* const yo = y + at;
+        value_type const* const go = g + at;
+        value_type* const gbo = gb + at;
+        for (index_t i = 0, last = (l.n - 1) * l.inner; i < p.inners; ++i) gbo[last + i] = go[last + i];
+        for (index_t t = l.n - 1; t >= 1; --t) {
+          value_type* const row = gbo + (t - 1) * l.inner;
+          value_type const* const next = row + l.inner;
+          value_type const* const g_row = go + (t - 1) * l.inner;
+          value_type const* const y_prev = yo + (t - 1) * l.inner;
+          for (index_t i = 0; i < p.inners; ++i) {
+            sum += static_cast<double>(next[i]) * static_cast<double>(y_prev[i]);
+            row[i] = g_row[i] + a * next[i];
+          }
         }
       }
-    }
-    return static_cast<value_type>(ga);
+      ga[static_cast<std::size_t>(k)] = sum;
+    });
+    double total = 0;
+    for (int k = 0; k < parts; ++k) total += ga[static_cast<std::size_t>(k)];
+    return static_cast<value_type>(total);
   }
 
   // Evaluation (detail::materialize calls it for every boundary that has it): the coefficient
@@ -103,7 +154,7 @@ class linear_recurrence_node {
   void materialize(Policy const& policy, tensor_view<value_type, rank> const& dst) const {
     value_type const a = coefficient_value(policy);
     detail::assign(policy, dst, b_);
-    recur(a, dst.data(), around_dim());
+    recur(policy, a, dst.data(), around_dim());
   }
 
  private:
