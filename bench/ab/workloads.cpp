@@ -1,0 +1,33 @@
+// The kiln side of the table's workloads as plain C entry points, compiled once per kiln revision
+// into a shared library by bench/ab/run.sh, so that one process can time two revisions against each
+// other (see runner.cpp). Each library allocates its own data in setup(n).
+#include <kiln/kiln.hpp>
+
+#include <memory>
+
+namespace {
+struct data {
+  explicit data(kiln::index_t n)
+      : rows(n / 256), x(kiln::rand<float>({n}, 1)), y(kiln::rand<float>({n}, 2)), z(kiln::zeros<float>({n})),
+        A(kiln::randn<float>({rows, 256}, 3)), out(kiln::zeros<float>({rows, 256})), b(kiln::randn<float>({256}, 4)),
+        c(kiln::randn<float>({rows, 1}, 5)), sums(kiln::zeros<float>({rows})) {}
+  kiln::index_t rows;
+  kiln::tensor<float, 1> x, y, z;
+  kiln::tensor<float, 2> A, out;
+  kiln::tensor<float, 1> b;
+  kiln::tensor<float, 2> c;
+  kiln::tensor<float, 1> sums;
+  float total = 0;
+};
+std::unique_ptr<data> d;
+}  // namespace
+
+extern "C" {
+void setup(long n) { d = std::make_unique<data>(n); }
+void w1() { d->z = 2.5f * d->x + d->y; }
+void w2() { d->z = kiln::tanh(0.7f * d->x + 0.1f) * kiln::sigmoid(d->y) + kiln::exp(-d->x * d->x); }
+void w3() { d->total = kiln::sum(kiln::exp(d->x - 0.5f)); }
+void w4() { d->out = kiln::relu(d->A + d->b) * d->c; }
+void w6() { d->sums = kiln::sum(d->A * d->A, kiln::axes<1>); }
+void w7() { d->out = kiln::softmax(d->A, 1); }
+}
