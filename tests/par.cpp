@@ -191,7 +191,7 @@ TEST_CASE("par linear_recurrence: independent recurrences split between threads,
   [[maybe_unused]] thread_count_scope const restore;
   // Along dim 1 of [64, 4096] (whole outer blocks per thread), dim 0 of [4096, 64] (columns cut on
   // cache lines), dim 1 of [8, 2048, 40] (8 outer blocks: blocks for 2 threads, columns beyond),
-  // and one long sequence (one thread).
+  // three long sequences (fewer blocks than threads, no columns to cut) and one (one thread).
   auto run = [](auto const& b, double a, int dim) {
     auto f = [dim](auto const& x, auto const& c) { return kiln::sum(kiln::linear_recurrence(x, c, dim) * x); };
     kiln::tensor<double, 0> const coefficient = kiln::full<double>(kiln::extents<0>{}, a);
@@ -212,6 +212,7 @@ TEST_CASE("par linear_recurrence: independent recurrences split between threads,
   run(kiln::randn<double>({64, 4096}, 11), 0.9, 1);
   run(kiln::randn<double>({4096, 64}, 12), -0.7, 0);
   run(kiln::randn<double>({8, 2048, 40}, 13), 0.5, 1);
+  run(kiln::randn<double>({3, 40000}, 15), 0.9, 1);  // three sequences: a block each, at most
   run(kiln::randn<double>({200000}, 14), 0.99, 0);
 }
 

@@ -71,17 +71,17 @@ class linear_recurrence_node {
   };
 
   // Runs f(part, k) for parts k = 0, 1, ... covering every recurrence: one part, or under kiln::par
-  // (when the tensor is worth several threads) one per thread, whole outer blocks when there are
-  // enough of them, else columns cut on cache lines. The recurrences are independent, so each
-  // element is computed as on one thread; only a sequence without neighbours (rank 1, or every
-  // other extent 1) stays on one thread. Returns the number of parts.
+  // (when the tensor is worth several threads) one per thread: whole outer blocks when there are
+  // at least four per thread or the columns are too few to cut on cache lines, else columns. The
+  // recurrences are independent, so each element is computed as on one thread; a single sequence
+  // (rank 1, or every other extent 1) stays on one thread. Returns the number of parts.
   template <class Policy, class F>
   static int for_each_part(Policy const&, layout l, F const& f) {
     if constexpr (std::is_base_of_v<par_policy, Policy>) {
       int threads = detail::par_threads(l.outer * l.n * l.inner);
       index_t const line = detail::line_elements(sizeof(value_type));
-      bool const by_outer = l.outer >= 4 * index_t(threads);
-      if (!by_outer) threads = static_cast<int>(std::min<index_t>(threads, l.inner / line));
+      bool const by_outer = l.outer >= 4 * index_t(threads) || l.inner / line < threads;
+      threads = static_cast<int>(std::min<index_t>(threads, by_outer ? l.outer : l.inner / line));
       if (threads > 1) {
         int used = 1;
         detail::par_run(threads, [&](int k, int parts) {
