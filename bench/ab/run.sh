@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A/B timing of kiln revisions in one process (runner.cpp): each revision's include/ is built with
 # workloads.cpp into its own shared library (-O3 -march=native -falign-loops=64), and the runner
-# times them round by round, pinned to one core. For changes worth a few nanoseconds at 1K
-# elements, where separate benchmark runs on a shared host differ by more than that.
+# times them round by round, pinned to one core: every candidate sees the same phases of a shared
+# host's load. Repeat a comparison; trust differences that repeat (bench/README.md).
 #
 #   bench/ab/run.sh [-n N] [-w WORKLOADS] [-r ROUNDS] REV...
 #       REV: a git revision, or "." for the working tree; WORKLOADS: digits of W1-W4, W6, W7

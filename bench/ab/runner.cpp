@@ -1,8 +1,8 @@
 // Times the workloads of several shared libraries (bench/ab/workloads.cpp built against different
 // kiln revisions) in one process: round after round, each library's function runs `calls` times
 // and the fastest round counts. Interleaving the candidates round by round exposes them to the same
-// machine state, which separate runs on a shared host do not: differences of a few nanoseconds at
-// 1K elements become visible.
+// phases of a shared host's load, which separate runs do not. Each library has its own data, and
+// slow phases last seconds: repeat a comparison (bench/README.md).
 //
 //   runner N WORKLOADS ROUNDS lib.so...      e.g. runner 1024 146 300 ./a.so ./b.so
 #include <dlfcn.h>
