@@ -70,30 +70,32 @@ class linear_recurrence_node {
     index_t first_outer, outers, first_inner, inners;
   };
 
-  // Runs f(part, k) for parts k = 0, 1, ... covering every recurrence: one part, or under kiln::par
-  // (when the tensor is worth several threads) one per thread: whole outer blocks when there are
-  // at least four per thread or the columns are too few to cut on cache lines, else columns. The
+  // Runs f(part) over parts covering every recurrence: one part, or under kiln::par (when the
+  // tensor is worth several threads) one per thread: whole outer blocks when there are at least
+  // four per thread or the columns are too few to cut on cache lines, else columns. The
   // recurrences are independent, so each element is computed as on one thread; a single sequence
-  // (rank 1, or every other extent 1) stays on one thread. Returns the number of parts.
+  // (rank 1, or every other extent 1) stays on one thread. f returns its part's share of a total
+  // (the adjoint's dL/da); the shares are added in part order, so the total is repeatable for a
+  // given thread count.
   template <class Policy, class F>
-  static int for_each_part(Policy const&, layout l, F const& f) {
+  static double sum_over_parts(Policy const&, layout l, F const& f) {
     if constexpr (std::is_base_of_v<par_policy, Policy>) {
       int threads = detail::par_threads(l.outer * l.n * l.inner);
       index_t const line = detail::line_elements(sizeof(value_type));
       bool const by_outer = l.outer >= 4 * index_t(threads) || l.inner / line < threads;
       threads = static_cast<int>(std::min<index_t>(threads, by_outer ? l.outer : l.inner / line));
       if (threads > 1) {
-        int used = 1;
+        std::vector<double> shares(static_cast<std::size_t>(threads), 0.0);
         detail::par_run(threads, [&](int k, int parts) {
-          if (k == 0) used = parts;
           auto const [b, e] = detail::piece(by_outer ? l.outer : l.inner, k, parts, by_outer ? 1 : line);
-          f(by_outer ? part{b, e - b, 0, l.inner} : part{0, l.outer, b, e - b}, k);
+          shares[static_cast<std::size_t>(k)] = f(by_outer ? part{b, e - b, 0, l.inner} : part{0, l.outer, b, e - b});
         });
-        return used;
+        double total = 0;
+        for (double share : shares) total += share;  // parts OpenMP did not start left 0
+        return total;
       }
     }
-    f(part{0, l.outer, 0, l.inner}, 0);
-    return 1;
+    return f(part{0, l.outer, 0, l.inner});
   }
 
   // Along the last dimension (inner 1) each sequence is one dependency chain: its running value is
@@ -101,8 +103,7 @@ class linear_recurrence_node {
   // element), and four sequences run interleaved, so their chains overlap. Calls f<4>(o) for each
   // group of four sequences from o on, then f<1>(o) for the rest; n >= 1.
   template <class F>
-  static void along_last(part p, layout l, F const& f) {
-    if (l.n == 0) return;
+  static void along_last(part p, F const& f) {
     index_t o = p.first_outer;
     index_t const end = p.first_outer + p.outers;
     for (; o + 4 <= end; o += 4) f.template operator()<4>(o);
@@ -114,16 +115,17 @@ class linear_recurrence_node {
   // dim is not the last dimension.
   template <class Policy>
   static void recur(Policy const& policy, value_type a, value_type* y, layout l) {
-    for_each_part(policy, l, [&](part p, int) {
+    if (l.n == 0) return;
+    sum_over_parts(policy, l, [&](part p) {
       if (l.inner == 1) {  // along the last dimension: see along_last
-        along_last(p, l, [&]<int G>(index_t o) {
+        along_last(p, [&]<int G>(index_t o) {
           std::array<value_type*, G> s;
           std::array<value_type, G> carry;
           for (int k = 0; k < G; ++k) s[k] = y + (o + k) * l.n, carry[k] = s[k][0];
           for (index_t t = 1; t < l.n; ++t)
             for (int k = 0; k < G; ++k) s[k][t] = carry[k] = a * carry[k] + s[k][t];
         });
-        return;
+        return 0.0;  // (no total)
       }
       for (index_t o = p.first_outer; o < p.first_outer + p.outers; ++o) {
         value_type* const block = y + o * l.n * l.inner + p.first_inner;
@@ -133,6 +135,7 @@ class linear_recurrence_node {
           for (index_t i = 0; i < p.inners; ++i) row[i] = a * prev[i] + row[i];
         }
       }
+      return 0.0;
     });
   }
 
@@ -143,12 +146,11 @@ class linear_recurrence_node {
   template <class Policy>
   static value_type adjoint(Policy const& policy, value_type a, value_type const* y, value_type const* g,
                             value_type* gb, layout l) {
-    std::vector<double> ga(static_cast<std::size_t>(detail::par_threads(l.outer * l.n * l.inner)), 0.0);
-    int const parts = for_each_part(policy, l, [&](part p, int k) {
-      if (l.n == 0) return;
+    if (l.n == 0) return 0;
+    return static_cast<value_type>(sum_over_parts(policy, l, [&](part p) {
       double sum = 0;
       if (l.inner == 1) {  // along the last dimension, as in recur
-        along_last(p, l, [&]<int G>(index_t o) {
+        along_last(p, [&]<int G>(index_t o) {
           index_t const last = l.n - 1;
           std::array<value_type, G> next;
           std::array<double, G> sums{};
@@ -161,8 +163,7 @@ class linear_recurrence_node {
             }
           for (int j = 0; j < G; ++j) sum += sums[j];
         });
-        ga[static_cast<std::size_t>(k)] = sum;
-        return;
+        return sum;
       }
       for (index_t o = p.first_outer; o < p.first_outer + p.outers; ++o) {
         index_t const at = o * l.n * l.inner + p.first_inner;
@@ -181,11 +182,8 @@ class linear_recurrence_node {
           }
         }
       }
-      ga[static_cast<std::size_t>(k)] = sum;
-    });
-    double total = 0;
-    for (int k = 0; k < parts; ++k) total += ga[static_cast<std::size_t>(k)];
-    return static_cast<value_type>(total);
+      return sum;
+    }));
   }
 
   // Evaluation (detail::materialize calls it for every boundary that has it): the coefficient
