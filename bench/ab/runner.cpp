@@ -25,7 +25,13 @@ int main(int argc, char** argv) {
   struct candidate {
     std::string name;
     void (*run)();
+    int calls = 1;  // per round
     double best = 1e300;
+  };
+  auto elapsed_ns = [](candidate const& c) {  // of c.calls calls
+    auto const t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < c.calls; ++i) c.run();
+    return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
   };
   std::vector<candidate> all;
   for (int i = 4; i < argc; ++i) {
@@ -46,20 +52,8 @@ int main(int argc, char** argv) {
     }
   }
   // About 50 us per timed batch of calls, so that the clock's cost is negligible.
-  for (auto& c : all) {
-    auto const t0 = std::chrono::steady_clock::now();
-    c.run();
-    double const ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-    c.best = std::max(1.0, 50000.0 / std::max(ns, 1.0));  // calls per round, for now
-  }
-  std::vector<int> calls;
-  for (auto& c : all) calls.push_back(static_cast<int>(c.best)), c.best = 1e300;
+  for (auto& c : all) c.calls = static_cast<int>(std::max(1.0, 50000.0 / std::max(elapsed_ns(c), 1.0)));
   for (int r = 0; r < rounds; ++r)
-    for (std::size_t k = 0; k < all.size(); ++k) {
-      auto const t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < calls[k]; ++i) all[k].run();
-      double const ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-      all[k].best = std::min(all[k].best, ns / calls[k]);
-    }
+    for (auto& c : all) c.best = std::min(c.best, elapsed_ns(c) / c.calls);
   for (auto const& c : all) std::printf("%-40s %12.1f ns per call\n", c.name.c_str(), c.best);
 }
