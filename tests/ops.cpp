@@ -807,6 +807,21 @@ TEST_CASE("float tanh, sigmoid and exp at their edges") {
                ex(-104), ex(-105), ex(-1e30), ex(1e-30), ex(-1e-30), ex(tiny)});
 }
 
+// kiln's float exp scales by one power of two in batches whose lanes all have k = round(x / ln 2)
+// in [-126, 127], and in two steps otherwise: whole batches (and a tail) at each end of that range,
+// on either side of it, against the correctly rounded value.
+TEST_CASE("float exp: whole batches at the ends of its one-product range") {
+  using F = float;
+  for (double x : {88.0, 88.37, 88.3762, 88.3763, 88.72, -87.0, -87.33, -87.68, -87.69, -100.0, 0.3466, -0.3466}) {
+    F const f = static_cast<F>(x);
+    F const want = static_cast<F>(std::exp(double(f)));
+    kiln::tensor<F, 1> const e = kiln::exp(kiln::full<F>({19}, f));
+    for (index_t i = 0; i < e.size(); ++i)
+      CHECK_MESSAGE(matches(e(i), want, ulps(2, 0)), "exp(" << show(f) << ")[" << i << "] = " << show(e(i))
+                                                             << ", want " << show(want));
+  }
+}
+
 // ---- integer and bool types -------------------------------------------------------------------
 
 template <class I>

@@ -668,7 +668,8 @@ void softmax_plan_rows(Policy const&, loop_plan<R> const& plan, Ev& ev, T* row) 
         return fold_row<Op, T>(source, n);
       };
       T const m = fold_with(ops::amax_red{}, ev);
-      auto const shifted_exp = [m](auto v) { using std::exp; return exp(v - decltype(v)(m)); };
+      // kiln's exp, which keeps subnormal results on batches as on scalars
+      auto const shifted_exp = [m](auto v) { return math::exp(v - decltype(v)(m)); };
       if constexpr (Log) {
         using std::log;
         // (x - m) - log(s), as PyTorch: one shift m + log(s) would be rounded to the spacing of m
