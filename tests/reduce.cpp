@@ -1,6 +1,8 @@
 // Reductions and softmax: every op against a double-precision reference over every subset of axes,
 // layouts, dtypes and both policies; fused producers; tails and accuracy; NaN and inf; integer and
 // bool result types; errors; fusion boundaries and aliasing.
+#include "ulp.hpp"
+
 #include <doctest/doctest.h>
 #include <kiln/kiln.hpp>
 
@@ -1043,6 +1045,23 @@ TEST_CASE("softmax and log_softmax along every dimension, seq and simd, against 
   CHECK(sm(2, 0) == 0.f);
   CHECK(lsm(2, 0) == -finf);
   CHECK(sm(2, 1) + sm(2, 2) == doctest::Approx(1.f));
+
+  // Probabilities below FLT_MIN are the subnormals they should be under every policy, not 0 (a
+  // batch exp that flushes them would pass the relative checks above).
+  kiln::tensor<float, 2> const far = {{0.f, -88.f, -90.f, -95.f, -100.f, -103.f, -1.f, -2.f, -3.f, -4.f, -5.f}};
+  dense const far_want = softmax_ref(to_dense(far), 1, false);
+  for (int policy = 0; policy < 2; ++policy) {
+    kiln::tensor<float, 2> p(far.shape());
+    if (policy == 0) kiln::eval(kiln::seq, p, kiln::softmax(far, 1));
+    else kiln::eval(kiln::simd, p, kiln::softmax(far, 1));
+    for (index_t j = 1; j < 6; ++j) {
+      CAPTURE(policy);
+      CAPTURE(j);
+      float const want = static_cast<float>(far_want.values[std::size_t(j)]);
+      CHECK(p(0, j) > 0.f);
+      CHECK(kiln_test::ulp_distance(p(0, j), want) <= 2);
+    }
+  }
 
   // Integer inputs give float, as in PyTorch.
   static_assert(std::is_same_v<decltype(kiln::softmax(kiln::tensor<std::int32_t, 2>{}, 1))::value_type, float>);
