@@ -11,6 +11,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -873,6 +874,36 @@ TEST_CASE("row folds over several trailing axes, of integers, and of extent 1") 
   auto const c = kiln::randn<float>({9, 1}, 25);
   kiln::tensor<float, 1> const cs = kiln::sum(c, kiln::axes<1>);
   for (index_t r = 0; r < 9; ++r) CHECK(cs(r) == c(r, 0));
+}
+
+// Row folds write each output once, without storing the identity first; other plans start from
+// it. A destination's old contents (NaN here) must leak into neither, under any policy.
+TEST_CASE("a reduction overwrites what its destination held") {
+  auto const a = kiln::randn<float>({5, 300}, 26);
+  auto const long_rows = kiln::randn<float>({2, 3000}, 27);
+  float const nan = std::numeric_limits<float>::quiet_NaN();
+  auto overwrites = [&](auto const& policy, auto const& reduction) {
+    using Result = decltype(kiln::eval(reduction));
+    Result fresh = kiln::full<float>(reduction.shape(), 0.f), stale = kiln::full<float>(reduction.shape(), nan);
+    kiln::eval(policy, fresh, reduction);
+    kiln::eval(policy, stale, reduction);
+    CHECK(std::memcmp(fresh.data(), stale.data(), sizeof(float) * std::size_t(fresh.size())) == 0);
+    CHECK_FALSE(std::isnan(float(kiln::sum(stale))));
+  };
+  auto each_policy = [&](auto const& reduction) {
+    overwrites(kiln::seq, reduction);
+    overwrites(kiln::simd, reduction);
+    overwrites(kiln::par, reduction);
+  };
+  each_policy(kiln::sum(a, kiln::axes<1>));                    // rows
+  each_policy(kiln::sum(a));                                   // one row
+  each_policy(kiln::prod(kiln::exp(a * 0.01f), kiln::axes<1>));
+  each_policy(kiln::amax(a, kiln::axes<1>));
+  each_policy(kiln::mean(a, kiln::axes<1>, kiln::keepdim));
+  each_policy(kiln::sum(long_rows, kiln::axes<1>));            // rows beyond one block
+  each_policy(kiln::sum(a, kiln::axes<0>));                    // a kept inner dimension
+  each_policy(kiln::sum(kiln::transpose(a), kiln::axes<1>));   // strided rows
+  each_policy(kiln::sum(kiln::transpose(a)));                  // rows folding into one output
 }
 
 TEST_CASE("accuracy: long sums are pairwise, along the inner and the outer axes") {

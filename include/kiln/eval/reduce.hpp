@@ -352,8 +352,9 @@ KILN_ALWAYS_INLINE A fold_one_span(Ev const& ev, index_t start, index_t end) {
 // run_rows' in kernels.hpp): the compiler keeps the leaves' pointers in registers across the
 // stores to `out`. Short rows fold with the block loop inlined here, the same instructions as
 // fold_span_simd's, so each row's result is the same bits whichever path folds it, and wherever a
-// thread's part of the rows (kiln::par) starts. Returns false when the rows do not follow one
-// another.
+// thread's part of the rows (kiln::par) starts. Each output is written once, whatever it held
+// before (a sum's identity need not be stored first). Returns false when the rows do not follow
+// one another.
 struct rows_adjoin {
   int outer;  // the outer dimension
   index_t n;
@@ -378,15 +379,23 @@ bool fold_adjoining_rows(loop_plan<R> const& plan, Ev const& shared, A* out) {
   index[0] = first;
   visit_leaves(ev, start_leaf_rows<R>{index, outer + 1});
   A* const o = out + first * step;
+  // Row k's value goes to o[k * step], except where every row folds into the one output (step 0,
+  // a general plan's grouped rows): there the values combine first.
+  bool const one_output = step == 0 && rows > 1;
+  A total = Op::template identity<A>();
+  auto const put = [&](index_t k, A value) {
+    if (one_output) total = Op::combine(total, value);
+    else o[k * step] = value;
+  };
   if constexpr (Vector && Mode != inner_mode::mixed) {  // (mixed: the call, for compile time)
     if (n <= fold_block) {
-      for (index_t k = 0; k < rows; ++k)
-        o[k * step] = Op::combine(o[k * step], fold_lanes<Op>(fold_block_simd<Op, A, Mode>(ev, k * n, k * n + n)));
+      for (index_t k = 0; k < rows; ++k) put(k, fold_lanes<Op>(fold_block_simd<Op, A, Mode>(ev, k * n, k * n + n)));
+      if (one_output) *o = total;
       return true;
     }
   }
-  for (index_t k = 0; k < rows; ++k)
-    o[k * step] = Op::combine(o[k * step], fold_one_span<Op, A, Mode, Vector>(ev, k * n, k * n + n));
+  for (index_t k = 0; k < rows; ++k) put(k, fold_one_span<Op, A, Mode, Vector>(ev, k * n, k * n + n));
+  if (one_output) *o = total;
   return true;
 }
 
@@ -509,9 +518,11 @@ void fold_plan(par_policy const& policy, loop_plan<R> const& plan, Ev& ev, A* ou
     fold_part(mine, partials.data() + part * span, mine.by_rows ? mine.count : rows);
   });
   index_t const outputs = step == 0 ? 1 : n;
-  for (int t = 0; t < used; ++t)
-    for (index_t i = 0; i < outputs; ++i)
-      out[i * step] = Op::combine(out[i * step], partials[static_cast<std::size_t>(t * span + i * step)]);
+  for (index_t i = 0; i < outputs; ++i) {
+    A total = partials[static_cast<std::size_t>(i * step)];
+    for (int t = 1; t < used; ++t) total = Op::combine(total, partials[static_cast<std::size_t>(t * span + i * step)]);
+    out[i * step] = total;
+  }
 }
 
 // dst (the reduction's shape) = fold of `arg` over `axes` with Op.
@@ -519,12 +530,15 @@ template <class Op, class Policy, class A, int R, class Arg, std::size_t N, bool
 void fold(Policy const& policy, tensor_view<A, R> const& dst, Arg const& arg, std::array<int, N> const& axes,
           std::bool_constant<Keep>) {
   constexpr int RA = Arg::rank;
-  std::fill_n(dst.data(), dst.size(), Op::template identity<A>());
-  if (element_count<RA>(arg.shape()) == 0) return;
+  auto const fill = [&] { std::fill_n(dst.data(), dst.size(), Op::template identity<A>()); };
+  if (element_count<RA>(arg.shape()) == 0) return fill();
   evaluator<Arg, RA> ev(arg, arg.shape());
   loop_plan<RA> plan;
   index_t group = 1;
+  // A trailing plan's rows each write their own output once (fold_adjoining_rows); the general
+  // plan's may combine into outputs, which then start at the identity.
   if (!make_trailing_plan<RA>(arg.shape(), axes, dst.is_contiguous(), ev, plan)) {
+    fill();
     plan = make_plan<RA>(arg.shape(), reduction_strides<RA, Keep>(axes, dst.strides()), ev);
     group = group_reduced_rows(plan, ev);
   }
