@@ -148,24 +148,11 @@ KILN_ALWAYS_INLINE KILN_HD T with_gradual_underflow(T const& x, double min_norma
   }
 }
 
-// e^x for float batches, kiln's own: subnormal results included, within 2 ulp of the correctly
-// rounded value over all 2^32 floats (27 inputs at 2 ulp, 99.5% correctly rounded; measured
-// exhaustively against double exp).
-//   k = round(x / ln 2): adding M = 1.5 * 2^23 + 127 to x / ln 2 rounds it to an integer and leaves
-//     k + 127 in the sum's low mantissa bits.
-//   r = x - k ln 2 in two steps (Cody-Waite, ln 2 = 0.693359375 - 2.12194440e-4, the first part
-//     9 bits long so k times it is exact), |r| <= ln(2)/2 + a little.
-//   e^r = 1 + r + r^2 P(r), P of degree 4: the minimax coefficients of Cephes' expf as xsimd 8
-//     carries them (0x3f000000 ... 0x3ab778cf), error far below an ulp on that interval.
-//   e^x = e^r 2^k, 2^k built by shifting the sum's bits left by 23 (k + 127 lands in the exponent
-//     field). Where every lane has k in [-126, 127] (|x| below about 87.7, nearly all batches),
-//     2^k is a normal float and the product rounds once, also where the result is subnormal.
-//     Other batches (and inf) take exp_float_batch_wide below; NaN stays NaN on either path.
-// Speed: 10 multiplies and FMAs per batch, as xsimd's exp, which returns 0 for subnormal results
-// and inf from x = 88.3763 on (e^x is finite up to 88.7228); the split scaling of the wide path
-// costs two more, about 8% of a fused exp-and-sum loop.
-template <class T>
-KILN_ALWAYS_INLINE KILN_HD T exp_float_batch_wide(T const& x);
+// e^r for |r| <= ln(2)/2 + a little (the range-reduced argument of exp_float_batch below): r is
+// x - k ln 2 in two steps (Cody-Waite, ln 2 = 0.693359375 - 2.12194440e-4, the first part 9 bits
+// long so k times it is exact), and e^r = 1 + r + r^2 P(r), P of degree 4: the minimax
+// coefficients of Cephes' expf as xsimd 8 carries them (0x3f000000 ... 0x3ab778cf), error far
+// below an ulp on that interval.
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T exp_float_reduced(T const& x, T const& k) {
   T r = xsimd::fnma(k, T(0.693359375f), x);
@@ -174,34 +161,48 @@ KILN_ALWAYS_INLINE KILN_HD T exp_float_reduced(T const& x, T const& k) {
   y = xsimd::fma(y, r, T(4.1665401e-02f));
   y = xsimd::fma(y, r, T(1.6666277e-01f));
   y = xsimd::fma(y, r, T(0.5f));
-  return xsimd::fma(y, r * r, r) + T(1.0f);  // e^r
+  return xsimd::fma(y, r * r, r) + T(1.0f);
 }
+// 2^k from M + k (M below): the sum's low bits, k + 127, shifted into the exponent field.
 template <class T>
-KILN_ALWAYS_INLINE KILN_HD T two_to_the(T const& km) {  // 2^k from M + k
+KILN_ALWAYS_INLINE KILN_HD T two_to_the(T const& km) {
   return simd_detail::bits_as<float>(simd_detail::bits_as<std::int32_t>(km) << 23);
 }
+// exp_float_batch for any x: clamped to [-104, 88.8] first (e^-104 rounds to 0 and e^88.8
+// overflows, as do all values beyond), with the bound first in xsimd::max/min so that a NaN x
+// comes through (x86's max/min return their second operand if either is NaN; see relu_op). k is
+// split into k1 = round(x / (2 ln 2)) (the same rounding) and k2 = k - k1, whose factors 2^k1
+// and 2^k2 are normal floats for every clamped x: e^r 2^k1 is exact and the second product
+// rounds once, also where the result is subnormal or overflows to inf.
+template <class T>
+KILN_ALWAYS_INLINE KILN_HD T exp_float_batch_wide(T const& x) {
+  T const xc = xsimd::min(T(88.8f), xsimd::max(T(-104.0f), x));
+  T const magic(12583039.0f);                                    // M = 1.5 * 2^23 + 127
+  T const km = xsimd::fma(xc, T(1.44269504088896341f), magic);   // M + k
+  T const k1m = xsimd::fma(xc, T(0.72134752044448170f), magic);  // M + k1
+  T const k2m = km - (k1m - magic);                              // M + k - k1
+  return exp_float_reduced(xc, km - magic) * two_to_the(k1m) * two_to_the(k2m);
+}
+// e^x for float batches, kiln's own: subnormal results included, within 2 ulp of the correctly
+// rounded value over all 2^32 floats (27 inputs at 2 ulp, 99.5% correctly rounded; measured
+// exhaustively against double exp).
+//   k = round(x / ln 2): adding M = 1.5 * 2^23 + 127 to x / ln 2 rounds it to an integer and leaves
+//     k + 127 in the sum's low mantissa bits.
+//   e^x = e^r 2^k. Where every lane has k in [-126, 127] (|x| below about 87.7: nearly every
+//     batch), 2^k is a normal float and the one product rounds once, also where the result is
+//     subnormal. Other batches (and infinities) take exp_float_batch_wide; both paths give the
+//     same bits for every float. NaN stays NaN on either.
+// Speed: 10 multiplies and FMAs per batch, as xsimd's exp, which returns 0 for subnormal results
+// and inf from x = 88.3763 on (e^x is finite up to 88.7228). Scaling in two steps in every batch
+// costs two more, 8% of a fused exp-and-sum loop.
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T exp_float_batch(T const& x) {
-  T const magic(12583039.0f);  // 1.5 * 2^23 + 127
+  T const magic(12583039.0f);                                  // M
   T const km = xsimd::fma(x, T(1.44269504088896341f), magic);  // M + k
   T const k = km - magic;
   if (xsimd::any(xsimd::abs(k - T(0.5f)) > T(126.5f))) [[unlikely]]  // k outside [-126, 127]
     return exp_float_batch_wide(x);
   return exp_float_reduced(x, k) * two_to_the(km);
-}
-// The same for any x: clamped to [-104, 88.8] first (e^-104 rounds to 0 and e^88.8 overflows, as
-// do all values beyond), with the bound first in xsimd::max/min so that a NaN x comes through
-// (x86's max/min return their second operand if either is NaN; see relu_op). k is split into
-// k1 = round(x / (2 ln 2)) (the same rounding) and k2 = k - k1, whose factors 2^k1 and 2^k2
-// are normal floats for every clamped x: e^r 2^k1 is exact and the second product rounds once.
-template <class T>
-KILN_ALWAYS_INLINE KILN_HD T exp_float_batch_wide(T const& x) {
-  T const xc = xsimd::min(T(88.8f), xsimd::max(T(-104.0f), x));
-  T const magic(12583039.0f);
-  T const km = xsimd::fma(xc, T(1.44269504088896341f), magic);   // M + k
-  T const k1m = xsimd::fma(xc, T(0.72134752044448170f), magic);  // M + k1
-  T const k2m = km - (k1m - magic);                              // M + k - k1
-  return exp_float_reduced(xc, km - magic) * two_to_the(k1m) * two_to_the(k2m);
 }
 
 // e^x: float batches through exp_float_batch (above); double batches through xsimd's exp with
