@@ -163,7 +163,14 @@ KILN_ALWAYS_INLINE KILN_HD T exp_float_reduced(T const& x, T const& k) {
   y = xsimd::fma(y, r, T(0.5f));
   return xsimd::fma(y, r * r, r) + T(1.0f);
 }
-// 2^k from M + k (M below): the sum's low bits, k + 127, shifted into the exponent field.
+// M + round(x * scale), M = 1.5 * 2^23 + 127: the sum rounds x * scale to an integer k and leaves
+// k + 127 in its low mantissa bits (exp_float_batch below).
+inline constexpr float exp_magic = 12583039.0f;  // M
+template <class T>
+KILN_ALWAYS_INLINE KILN_HD T magic_plus_round(T const& x, float scale) {
+  return xsimd::fma(x, T(scale), T(exp_magic));
+}
+// 2^k from M + k: the sum's low bits, k + 127, shifted into the exponent field.
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T two_to_the(T const& km) {
   return simd_detail::bits_as<float>(simd_detail::bits_as<std::int32_t>(km) << 23);
@@ -177,11 +184,10 @@ KILN_ALWAYS_INLINE KILN_HD T two_to_the(T const& km) {
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T exp_float_batch_wide(T const& x) {
   T const xc = xsimd::min(T(88.8f), xsimd::max(T(-104.0f), x));
-  T const magic(12583039.0f);                                    // M = 1.5 * 2^23 + 127
-  T const km = xsimd::fma(xc, T(1.44269504088896341f), magic);   // M + k
-  T const k1m = xsimd::fma(xc, T(0.72134752044448170f), magic);  // M + k1
-  T const k2m = km - (k1m - magic);                              // M + k - k1
-  return exp_float_reduced(xc, km - magic) * two_to_the(k1m) * two_to_the(k2m);
+  T const km = magic_plus_round(xc, 1.44269504088896341f);   // M + k
+  T const k1m = magic_plus_round(xc, 0.72134752044448170f);  // M + k1
+  T const k2m = km - (k1m - T(exp_magic));                   // M + k - k1
+  return exp_float_reduced(xc, km - T(exp_magic)) * two_to_the(k1m) * two_to_the(k2m);
 }
 // e^x for float batches, kiln's own: subnormal results included, within 2 ulp of the correctly
 // rounded value over all 2^32 floats (27 inputs at 2 ulp, 99.5% correctly rounded; measured
@@ -197,9 +203,8 @@ KILN_ALWAYS_INLINE KILN_HD T exp_float_batch_wide(T const& x) {
 // costs two more, 8% of a fused exp-and-sum loop.
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T exp_float_batch(T const& x) {
-  T const magic(12583039.0f);                                  // M
-  T const km = xsimd::fma(x, T(1.44269504088896341f), magic);  // M + k
-  T const k = km - magic;
+  T const km = magic_plus_round(x, 1.44269504088896341f);  // M + k
+  T const k = km - T(exp_magic);
   if (xsimd::any(xsimd::abs(k - T(0.5f)) > T(126.5f))) [[unlikely]]  // k outside [-126, 127]
     return exp_float_batch_wide(x);
   return exp_float_reduced(x, k) * two_to_the(km);
