@@ -3,13 +3,14 @@
 // bit for bit as kiln::simd's; reductions into a single run of outputs and broadcast gradients
 // combine per-thread partials, within rounding of kiln::simd and identical from run to run at the
 // same thread count. Sizes run from empty (one thread) to several par_grains (every thread).
+#include "bitwise.hpp"
+
 #include <kiln/kiln.hpp>
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -41,10 +42,7 @@ struct thread_count_scope {
 #endif
 };
 
-template <class T, int R>
-bool bitwise_equal(kiln::tensor<T, R> const& a, kiln::tensor<T, R> const& b) {
-  return a.shape() == b.shape() && std::memcmp(a.data(), b.data(), sizeof(T) * std::size_t(a.size())) == 0;
-}
+using kiln_test::bitwise_equal;
 
 // Every element within `tol` (relative, or absolute below 1) of the reference; NaN where it is.
 template <class T, int R>
