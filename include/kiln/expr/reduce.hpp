@@ -283,7 +283,7 @@ auto norm(X&& x, Options const&... options) {
   static_assert(P == 1 || P == 2 || P == infinity_norm, "kiln::norm supports p = 1, 2 and kiln::infinity_norm");
   if constexpr (P == 1) return sum(kiln::abs(std::forward<X>(x)), options...);
   else if constexpr (P == 2) return reduction_fn<ops::norm2_red>{}(std::forward<X>(x), options...);
-  else return amax(kiln::abs(std::forward<X>(x)), options...);
+  else return reduction_fn<ops::norm_inf_red>{}(kiln::abs(std::forward<X>(x)), options...);
 }
 // kiln::norm(x, {0, 2}): a braced list deduces no type through the pack above.
 template <int P = 2, expression X, std::size_t N, class... Options>

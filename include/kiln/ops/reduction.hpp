@@ -164,6 +164,12 @@ struct norm2_red : sum_red {
   template <class T> KILN_HD static T grad(T x, T out, T g, T) { return math::select(out == T(0), T(0), g * x / out); }
 };
 
+// The infinity norm: amax of |x| (kiln::norm<kiln::infinity_norm> reduces abs(x) with it), under
+// the name the user wrote, so that its errors and listings say which call they come from.
+struct norm_inf_red : amax_red {
+  static constexpr std::string_view name = "norm<infinity_norm>";
+};
+
 // Index of the first maximum (minimum) over the reduced elements, counted in row-major order over
 // the reduced dimensions. A NaN counts as the maximum (and the minimum), as in PyTorch.
 struct argmax_red {
