@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
 
 namespace kiln {
@@ -72,15 +73,27 @@ KILN_ALWAYS_INLINE bool whole_tensors(destination kind, Leaf const& leaf_node) n
 
 // Whether evaluating `root` straight into `dst` could read an element after it was overwritten.
 // Two whole tensors are safe: different ones are disjoint, the same one is read element for element.
-template <class T, int R, class Root>
-bool needs_temporary(tensor_view<T, R> const& dst, Root const& root, destination kind) {
-  byte_span dst_bytes;
-  bool have_dst_bytes = false, unsafe = false;
-  for_each_leaf_node(root, [&](auto const& leaf_node) {
+// (A named, always inlined visitor: every assignment runs this check, and a lambda's call operator
+// is left out of line once a translation unit has used up GCC's inlining budget.)
+template <class T, int R>
+struct unsafe_reads {
+  tensor_view<T, R> const& dst;
+  destination kind;
+  byte_span& dst_bytes;  // computed for the first leaf that needs it
+  bool& have_dst_bytes;
+  bool& unsafe;
+  template <class Leaf>
+  KILN_ALWAYS_INLINE void operator()(Leaf const& leaf_node) const {
     if (unsafe || whole_tensors(kind, leaf_node)) return;
     if (!have_dst_bytes) dst_bytes = byte_range(dst), have_dst_bytes = true;
     unsafe = !reads_in_place(dst, dst_bytes, leaf_node.view());
-  });
+  }
+};
+template <class T, int R, class Root>
+KILN_ALWAYS_INLINE bool needs_temporary(tensor_view<T, R> const& dst, Root const& root, destination kind) {
+  byte_span dst_bytes;
+  bool have_dst_bytes = false, unsafe = false;
+  for_each_leaf_node(root, unsafe_reads<T, R>{dst, kind, dst_bytes, have_dst_bytes, unsafe});
   return unsafe;
 }
 
@@ -93,14 +106,18 @@ constexpr void check_assignable_types() {
                 "kiln: the expression's element type does not convert to the destination's");
 }
 
-// Throws shape_error unless an expression of `shape` broadcasts into a destination of `dst`.
+// Throws shape_error unless an expression of `shape` broadcasts into a destination of `dst`. The
+// check is inline, its message out of line (as throw_broadcast_error).
+[[noreturn, gnu::noinline, gnu::cold]] inline void throw_assign_error(std::span<index_t const> shape,
+                                                                       std::span<index_t const> dst) {
+  throw shape_error("cannot assign an expression of shape " + shape_string(shape) + " to a destination of shape " +
+                    shape_string(dst));
+}
 template <std::size_t RE, std::size_t R>
-void check_assignable(std::array<index_t, RE> const& shape, std::array<index_t, R> const& dst) {
+KILN_ALWAYS_INLINE void check_assignable(std::array<index_t, RE> const& shape, std::array<index_t, R> const& dst) {
   for (int d = 0; d < int(RE); ++d) {
     index_t const want = dst[std::size_t(d) + (R - RE)];
-    if (shape[d] != want && shape[d] != 1)
-      throw shape_error("cannot assign an expression of shape " + shape_string(shape) + " to a destination of shape " +
-                        shape_string(dst));
+    if (shape[d] != want && shape[d] != 1) throw_assign_error(shape, dst);
   }
 }
 

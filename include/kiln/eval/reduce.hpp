@@ -21,11 +21,19 @@ struct contains_materialized : std::bool_constant<is_materialized<Node>> {};
 template <class Op, class... Args>
 struct contains_materialized<map<Op, Args...>> : std::bool_constant<(contains_materialized<Args>::value || ...)> {};
 
-// Calls f on every leaf of a user's tree, through boundaries too.
+// Calls f on every leaf of a user's tree, through boundaries too. Always inlined, as plan.hpp's
+// visit_leaves: assignments run it on every call.
 template <class Node, class F>
-void for_each_leaf_node(Node const& node, F&& f) {
+KILN_ALWAYS_INLINE void for_each_leaf_node(Node const& node, F&& f);
+template <class Node, class F, std::size_t... I>
+KILN_ALWAYS_INLINE void for_each_leaf_child(Node const& node, F& f, std::index_sequence<I...>) {
+  (for_each_leaf_node(slot<I>(node.args()), f), ...);
+}
+template <class Node, class F>
+KILN_ALWAYS_INLINE void for_each_leaf_node(Node const& node, F&& f) {
   if constexpr (requires { node.view(); }) f(node);
-  else if constexpr (requires { node.args(); }) apply_pack([&](auto const&... a) { (for_each_leaf_node(a, f), ...); }, node.args());
+  else if constexpr (requires { node.args(); })
+    for_each_leaf_child(node, f, std::make_index_sequence<pack_size_v<std::remove_cvref_t<decltype(node.args())>>>{});
   else if constexpr (requires { node.arg(); }) for_each_leaf_node(node.arg(), f);
 }
 
