@@ -27,7 +27,7 @@ using math::select;
 // a rational shifted by 0.5, behaves the same way).
 struct sigmoid_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "sigmoid";
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T> KILN_OP T operator()(T x) const {
     T const e = math::exp(math::minus_abs(x));
     return select(x >= lit<T>(0), lit<T>(1), e) / (lit<T>(1) + e);
   }
@@ -38,7 +38,7 @@ struct sigmoid_op : math::op_base<1, op_kind::floating> {
 // ulps at 0.499998), so from x = 1/4 on it is log1p((2x - 1) / (1 - x)), where 2x - 1 is exact.
 struct logit_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "logit";
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T> KILN_OP T operator()(T x) const {
     T const one_minus_x = lit<T>(1) - x;
     return select(x < lit<T>(0.25), math::log(x / one_minus_x),
                   math::log1p((x + x - lit<T>(1)) / one_minus_x));
@@ -52,7 +52,7 @@ struct logit_op : math::op_base<1, op_kind::floating> {
 // max(x, 0) that keeps NaN; relu'(0) = 0 (gradients issue).
 struct relu_op : math::op_base<1, op_kind::same> {
   static constexpr std::string_view name = "relu";
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T> KILN_OP T operator()(T x) const {
     // On batches, max(0, x) is one instruction with the same result: x86's maxps returns its
     // second operand when either is NaN or both are zeros, so NaN and -0 pass through.
     if constexpr (simd_detail::is_batch<T>) return xsimd::max(T(0), x);
@@ -69,7 +69,7 @@ struct relu_op : math::op_base<1, op_kind::same> {
 // x = -10 otherwise). gelu(-inf) is NaN, as in PyTorch.
 struct gelu_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "gelu";
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T> KILN_OP T operator()(T x) const {
     if constexpr (std::is_same_v<math::element_t<T>, float>) {
       return math::in_double(x, [](auto const& v) {
         using D = std::remove_cvref_t<decltype(v)>;
@@ -100,7 +100,7 @@ struct gelu_op : math::op_base<1, op_kind::floating> {
 // (x < -88.7 in float) where the value is still a normal number.
 struct silu_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "silu";
-  template <class T> KILN_HD T operator()(T x) const { return x * sigmoid_op{}(x); }
+  template <class T> KILN_OP T operator()(T x) const { return x * sigmoid_op{}(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     T const s = sigmoid_op{}(x);
     return {g * s * (lit<T>(1) + x * (lit<T>(1) - s))};
@@ -110,7 +110,7 @@ struct silu_op : math::op_base<1, op_kind::floating> {
 struct softplus_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "softplus";
   double beta = 1, threshold = 20;
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T> KILN_OP T operator()(T x) const {
     T const bx = x * lit<T>(beta);
     return select(bx > lit<T>(threshold), x, math::log1p(math::exp(bx)) / lit<T>(beta));
   }
@@ -125,7 +125,7 @@ struct softplus_op : math::op_base<1, op_kind::floating> {
 struct elu_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "elu";
   double alpha = 1;
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T> KILN_OP T operator()(T x) const {
     return select(x <= lit<T>(0), lit<T>(alpha) * math::expm1(x), x);
   }
   // torch's elu_backward from the input: alpha e^x, not out + alpha, which cancels as x -> -inf.
@@ -136,7 +136,7 @@ struct elu_op : math::op_base<1, op_kind::floating> {
 struct leaky_relu_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "leaky_relu";
   double negative_slope = 0.01;
-  template <class T> KILN_HD T operator()(T x) const { return select(x > lit<T>(0), x, x * lit<T>(negative_slope)); }
+  template <class T> KILN_OP T operator()(T x) const { return select(x > lit<T>(0), x, x * lit<T>(negative_slope)); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     return {select(x > lit<T>(0), g, g * lit<T>(negative_slope))};
   }
@@ -146,7 +146,7 @@ struct leaky_relu_op : math::op_base<1, op_kind::floating> {
 struct hardtanh_op : math::op_base<1, op_kind::same> {
   static constexpr std::string_view name = "hardtanh";
   double min_val = -1, max_val = 1;
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T> KILN_OP T operator()(T x) const {
     T const at_least_min = select(x < lit<T>(min_val), lit<T>(min_val), x);
     return select(lit<T>(max_val) < at_least_min, lit<T>(max_val), at_least_min);
   }

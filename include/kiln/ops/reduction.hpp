@@ -33,22 +33,22 @@ struct grad_aux_t {
 // 1 where x is one of the elements amax/amin chose (equal to the result, or both NaN).
 struct ties : math::op_base<3, op_kind::floating> {
   static constexpr std::string_view name = "is_tie";
-  template <class T> KILN_HD static auto is_tie(T x, T out) {
+  template <class T> KILN_OP static auto is_tie(T x, T out) {
     return math::either(x == out, math::both(math::is_nan(x), math::is_nan(out)));
   }
-  template <class T> KILN_HD T operator()(T x, T out, T) const { return math::select(is_tie(x, out), T(1), T(0)); }
+  template <class T> KILN_OP T operator()(T x, T out, T) const { return math::select(is_tie(x, out), T(1), T(0)); }
 };
 
 // Integer sums and products wrap, as elementwise integer arithmetic does (math::wrapping).
 struct sum_red {
   static constexpr std::string_view name = "sum";
   template <class V> using acc = detail::sum_acc_t<V>;
-  template <class A> KILN_HD static A identity() { return A(0); }
-  template <class A, class V> KILN_HD static A prepare(V v) { return static_cast<A>(v); }
-  template <class A> KILN_HD static A combine(A a, A b) { return math::wrapping(a, b, math::plus{}); }
-  template <class A> KILN_HD static A finalize(A a, index_t) { return a; }
+  template <class A> KILN_OP static A identity() { return A(0); }
+  template <class A, class V> KILN_OP static A prepare(V v) { return static_cast<A>(v); }
+  template <class A> KILN_OP static A combine(A a, A b) { return math::wrapping(a, b, math::plus{}); }
+  template <class A> KILN_OP static A finalize(A a, index_t) { return a; }
   // dL/dx for an input x of an output `out` with adjoint g, n inputs per output.
-  template <class T> KILN_HD static T grad(T, T, T g, T) { return g; }
+  template <class T> KILN_OP static T grad(T, T, T g, T) { return g; }
 };
 // The mean of no elements is NaN (0 / 0), as in PyTorch.
 struct mean_red : sum_red {
@@ -56,29 +56,29 @@ struct mean_red : sum_red {
   static constexpr bool floating_only = true;
   static constexpr bool finalizes = true;
   template <class V> using acc = V;
-  template <class A> KILN_HD static A finalize(A a, index_t n) { return a / static_cast<A>(n); }
-  template <class T> KILN_HD static T grad(T, T, T g, T n) { return g / n; }
+  template <class A> KILN_OP static A finalize(A a, index_t n) { return a / static_cast<A>(n); }
+  template <class T> KILN_OP static T grad(T, T, T g, T n) { return g / n; }
 };
 struct prod_red {
   static constexpr std::string_view name = "prod";
   template <class V> using acc = detail::sum_acc_t<V>;
-  template <class A> KILN_HD static A identity() { return A(1); }
-  template <class A, class V> KILN_HD static A prepare(V v) { return static_cast<A>(v); }
-  template <class A> KILN_HD static A combine(A a, A b) { return math::wrapping(a, b, math::multiplies{}); }
-  template <class A> KILN_HD static A finalize(A a, index_t) { return a; }
+  template <class A> KILN_OP static A identity() { return A(1); }
+  template <class A, class V> KILN_OP static A prepare(V v) { return static_cast<A>(v); }
+  template <class A> KILN_OP static A combine(A a, A b) { return math::wrapping(a, b, math::multiplies{}); }
+  template <class A> KILN_OP static A finalize(A a, index_t) { return a; }
   // Zeros need care (PyTorch's prod_backward): with none, out / x; with exactly one, the zero
   // gets the product of the others and the rest 0; with more, every gradient is 0. The count of
   // zeros and the product of the non-zeros are reduced first (grad_aux).
   struct count_zeros : math::op_base<3, op_kind::floating> {
     static constexpr std::string_view name = "is_zero";
-    template <class T> KILN_HD T operator()(T x, T, T) const { return math::select(x == T(0), T(1), T(0)); }
+    template <class T> KILN_OP T operator()(T x, T, T) const { return math::select(x == T(0), T(1), T(0)); }
   };
   struct nonzero_or_one : math::op_base<3, op_kind::floating> {
     static constexpr std::string_view name = "nonzero_or_one";
-    template <class T> KILN_HD T operator()(T x, T, T) const { return math::select(x == T(0), T(1), x); }
+    template <class T> KILN_OP T operator()(T x, T, T) const { return math::select(x == T(0), T(1), x); }
   };
   using grad_aux = std::tuple<grad_aux_t<count_zeros, sum_red>, grad_aux_t<nonzero_or_one, prod_red>>;
-  template <class T> KILN_HD static T grad(T x, T out, T g, T, T zeros, T others) {
+  template <class T> KILN_OP static T grad(T x, T out, T g, T, T zeros, T others) {
     return math::select(zeros == T(0), g * out / x, math::select(zeros == T(1) && x == T(0), g * others, T(0)));
   }
 };
@@ -87,22 +87,22 @@ struct amax_red {
   static constexpr std::string_view name = "amax";
   static constexpr bool needs_elements = true;
   template <class V> using acc = V;
-  template <class A> KILN_HD static A identity() {
+  template <class A> KILN_OP static A identity() {
     using E = math::element_t<A>;
     if constexpr (std::numeric_limits<E>::has_infinity) return A(-std::numeric_limits<E>::infinity());
     else return A(std::numeric_limits<E>::lowest());
   }
-  template <class A, class V> KILN_HD static A prepare(V v) { return static_cast<A>(v); }
-  template <class A> KILN_HD static A combine(A a, A b) {
+  template <class A, class V> KILN_OP static A prepare(V v) { return static_cast<A>(v); }
+  template <class A> KILN_OP static A combine(A a, A b) {
     if constexpr (std::is_floating_point_v<math::element_t<A>>)
       return math::select(math::either(math::is_nan(a), math::is_nan(b)), a + b, math::select(a < b, b, a));
     else return math::select(a < b, b, a);
   }
-  template <class A> KILN_HD static A finalize(A a, index_t) { return a; }
+  template <class A> KILN_OP static A finalize(A a, index_t) { return a; }
   // Split evenly among the inputs equal to the result, NaN matching NaN (PyTorch's
   // evenly_distribute_backward); grad_aux counts them.
   using grad_aux = std::tuple<grad_aux_t<ties, sum_red>>;
-  template <class T> KILN_HD static T grad(T x, T out, T g, T, T count) {
+  template <class T> KILN_OP static T grad(T x, T out, T g, T, T count) {
     return math::select(ties::is_tie(x, out), g / count, T(0));
   }
 };
@@ -110,58 +110,58 @@ struct amin_red {
   static constexpr std::string_view name = "amin";
   static constexpr bool needs_elements = true;
   template <class V> using acc = V;
-  template <class A> KILN_HD static A identity() {
+  template <class A> KILN_OP static A identity() {
     using E = math::element_t<A>;
     if constexpr (std::numeric_limits<E>::has_infinity) return A(std::numeric_limits<E>::infinity());
     else return A(std::numeric_limits<E>::max());
   }
-  template <class A, class V> KILN_HD static A prepare(V v) { return static_cast<A>(v); }
-  template <class A> KILN_HD static A combine(A a, A b) {
+  template <class A, class V> KILN_OP static A prepare(V v) { return static_cast<A>(v); }
+  template <class A> KILN_OP static A combine(A a, A b) {
     if constexpr (std::is_floating_point_v<math::element_t<A>>)
       return math::select(math::either(math::is_nan(a), math::is_nan(b)), a + b, math::select(b < a, b, a));
     else return math::select(b < a, b, a);
   }
-  template <class A> KILN_HD static A finalize(A a, index_t) { return a; }
+  template <class A> KILN_OP static A finalize(A a, index_t) { return a; }
   // Split evenly among the inputs equal to the result, NaN matching NaN (PyTorch's
   // evenly_distribute_backward); grad_aux counts them.
   using grad_aux = std::tuple<grad_aux_t<ties, sum_red>>;
-  template <class T> KILN_HD static T grad(T x, T out, T g, T, T count) {
+  template <class T> KILN_OP static T grad(T x, T out, T g, T, T count) {
     return math::select(ties::is_tie(x, out), g / count, T(0));
   }
 };
 struct all_red {
   static constexpr std::string_view name = "all";
   template <class V> using acc = bool;
-  template <class A> KILN_HD static A identity() { return true; }
-  template <class A, class V> KILN_HD static A prepare(V v) { return v != V(0); }
-  template <class A> KILN_HD static A combine(A a, A b) { return a && b; }
-  template <class A> KILN_HD static A finalize(A a, index_t) { return a; }
+  template <class A> KILN_OP static A identity() { return true; }
+  template <class A, class V> KILN_OP static A prepare(V v) { return v != V(0); }
+  template <class A> KILN_OP static A combine(A a, A b) { return a && b; }
+  template <class A> KILN_OP static A finalize(A a, index_t) { return a; }
 };
 struct any_red {
   static constexpr std::string_view name = "any";
   template <class V> using acc = bool;
-  template <class A> KILN_HD static A identity() { return false; }
-  template <class A, class V> KILN_HD static A prepare(V v) { return v != V(0); }
-  template <class A> KILN_HD static A combine(A a, A b) { return a || b; }
-  template <class A> KILN_HD static A finalize(A a, index_t) { return a; }
+  template <class A> KILN_OP static A identity() { return false; }
+  template <class A, class V> KILN_OP static A prepare(V v) { return v != V(0); }
+  template <class A> KILN_OP static A combine(A a, A b) { return a || b; }
+  template <class A> KILN_OP static A finalize(A a, index_t) { return a; }
 };
 struct count_nonzero_red {
   static constexpr std::string_view name = "count_nonzero";
   template <class V> using acc = std::int64_t;
-  template <class A> KILN_HD static A identity() { return 0; }
-  template <class A, class V> KILN_HD static A prepare(V v) { return v != V(0) ? 1 : 0; }
-  template <class A> KILN_HD static A combine(A a, A b) { return a + b; }
-  template <class A> KILN_HD static A finalize(A a, index_t) { return a; }
+  template <class A> KILN_OP static A identity() { return 0; }
+  template <class A, class V> KILN_OP static A prepare(V v) { return v != V(0) ? 1 : 0; }
+  template <class A> KILN_OP static A combine(A a, A b) { return a + b; }
+  template <class A> KILN_OP static A finalize(A a, index_t) { return a; }
 };
 // The 2-norm: sqrt of the sum of squares.
 struct norm2_red : sum_red {
   static constexpr std::string_view name = "norm";
   static constexpr bool finalizes = true;
   template <class V> using acc = floating_t<V>;
-  template <class A, class V> KILN_HD static A prepare(V v) { A const x = static_cast<A>(v); return x * x; }
-  template <class A> KILN_HD static A finalize(A a, index_t) { using std::sqrt; return sqrt(a); }
+  template <class A, class V> KILN_OP static A prepare(V v) { A const x = static_cast<A>(v); return x * x; }
+  template <class A> KILN_OP static A finalize(A a, index_t) { using std::sqrt; return sqrt(a); }
   // x / out, and 0 where the norm is 0 (PyTorch's norm_backward).
-  template <class T> KILN_HD static T grad(T x, T out, T g, T) { return math::select(out == T(0), T(0), g * x / out); }
+  template <class T> KILN_OP static T grad(T x, T out, T g, T) { return math::select(out == T(0), T(0), g * x / out); }
 };
 
 // The infinity norm: amax of |x| (kiln::norm<kiln::infinity_norm> reduces abs(x) with it), under
@@ -175,14 +175,14 @@ struct norm_inf_red : amax_red {
 struct argmax_red {
   static constexpr std::string_view name = "argmax";
   static constexpr bool needs_elements = true;
-  template <class V> KILN_HD static bool better(V candidate, V best) {
+  template <class V> KILN_OP static bool better(V candidate, V best) {
     return math::is_nan(candidate) ? !math::is_nan(best) : candidate > best;
   }
 };
 struct argmin_red {
   static constexpr std::string_view name = "argmin";
   static constexpr bool needs_elements = true;
-  template <class V> KILN_HD static bool better(V candidate, V best) {
+  template <class V> KILN_OP static bool better(V candidate, V best) {
     return math::is_nan(candidate) ? !math::is_nan(best) : candidate < best;
   }
 };
@@ -198,18 +198,18 @@ struct var_red {
   using fold = sum_red;
   struct input : math::op_base<2, op_kind::floating> {  // (x - m)^2
     static constexpr std::string_view name = "sqdev";
-    template <class T> KILN_HD T operator()(T x, T m) const { T const d = x - m; return d * d; }
+    template <class T> KILN_OP T operator()(T x, T m) const { T const d = x - m; return d * d; }
   };
   struct output : math::op_base<2, op_kind::floating> {  // s / max(0, n - correction)
     static constexpr std::string_view name = "var_out";
     double divisor = 1;
-    template <class T> KILN_HD T operator()(T s, T) const { return s / math::lit<T>(divisor); }
+    template <class T> KILN_OP T operator()(T s, T) const { return s / math::lit<T>(divisor); }
   };
   output make_output(index_t n) const { return {{}, std::max(0.0, static_cast<double>(n) - correction)}; }
   // 2 (x - mean) / (n - correction); the mean is reduced first.
   struct input_value : math::op_base<3, op_kind::floating> {
     static constexpr std::string_view name = "input";
-    template <class T> KILN_HD T operator()(T x, T, T) const { return x; }
+    template <class T> KILN_OP T operator()(T x, T, T) const { return x; }
   };
   using grad_aux = std::tuple<grad_aux_t<input_value, mean_red>>;
   template <class T> KILN_HD T grad(T x, T, T g, T n, T mean) const {
@@ -220,7 +220,7 @@ struct var_red {
 struct std_red : var_red {
   static constexpr std::string_view name = "std";
   struct output : var_red::output {
-    template <class T> KILN_HD T operator()(T s, T m) const { using std::sqrt; return sqrt(var_red::output::operator()(s, m)); }
+    template <class T> KILN_OP T operator()(T s, T m) const { using std::sqrt; return sqrt(var_red::output::operator()(s, m)); }
   };
   output make_output(index_t n) const { return {var_red::make_output(n)}; }
   // (x - mean) / ((n - correction) out), and 0 where out is 0 (PyTorch's std_backward).
@@ -234,20 +234,20 @@ struct logsumexp_red {
   static constexpr std::string_view name = "logsumexp";
   using pre = amax_red;
   using fold = sum_red;
-  template <class T> KILN_HD static T shift(T m) {
+  template <class T> KILN_OP static T shift(T m) {
     using std::isinf;
     return math::select(isinf(m), T(0), m);
   }
   struct input : math::op_base<2, op_kind::floating> {
     static constexpr std::string_view name = "exp_shifted";
-    template <class T> KILN_HD T operator()(T x, T m) const { using std::exp; return exp(x - shift(m)); }
+    template <class T> KILN_OP T operator()(T x, T m) const { using std::exp; return exp(x - shift(m)); }
   };
   struct output : math::op_base<2, op_kind::floating> {
     static constexpr std::string_view name = "log_shifted";
-    template <class T> KILN_HD T operator()(T s, T m) const { using std::log; return log(s) + shift(m); }
+    template <class T> KILN_OP T operator()(T s, T m) const { using std::log; return log(s) + shift(m); }
   };
   output make_output(index_t) const { return {}; }
-  template <class T> KILN_HD static T grad(T x, T out, T g, T) { using std::exp; return g * exp(x - out); }
+  template <class T> KILN_OP static T grad(T x, T out, T g, T) { using std::exp; return g * exp(x - out); }
 };
 
 }  // namespace kiln::ops

@@ -16,7 +16,7 @@ using unary_same = math::op_base<1, op_kind::same>;
 // Integers pass through; floating values round with Rounding::apply and keep their sign.
 template <class Rounding>
 struct rounding_op : unary_same {
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T> KILN_OP T operator()(T x) const {
     if constexpr (std::is_integral_v<T>) return x;
     else return math::signed_round(Rounding::apply(x), x);
   }
@@ -41,7 +41,7 @@ struct trunc_op : rounding_op<trunc_op> {
 };
 struct frac_op : math::op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "frac";
-  template <class T> KILN_HD T operator()(T x) const { return x - trunc_op{}(x); }
+  template <class T> KILN_OP T operator()(T x) const { return x - trunc_op{}(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T) const { return {g}; }
 };
 

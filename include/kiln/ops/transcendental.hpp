@@ -21,56 +21,56 @@ using unary_floating = math::op_base<1, op_kind::floating>;
 
 struct sqrt_op : unary_floating {
   static constexpr std::string_view name = "sqrt";
-  template <class T> KILN_HD T operator()(T x) const { using std::sqrt; return sqrt(x); }
+  template <class T> KILN_OP T operator()(T x) const { using std::sqrt; return sqrt(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T out, T) const { return {g / (math::lit<T>(2) * out)}; }
 };
 // 1 / sqrt(x) to full precision (not the 12-bit rsqrtps estimate).
 struct rsqrt_op : unary_floating {
   static constexpr std::string_view name = "rsqrt";
-  template <class T> KILN_HD T operator()(T x) const { using std::sqrt; return math::lit<T>(1) / sqrt(x); }
+  template <class T> KILN_OP T operator()(T x) const { using std::sqrt; return math::lit<T>(1) / sqrt(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T out, T) const {
     return {math::lit<T>(-0.5) * g * (out * out * out)};
   }
 };
 struct exp_op : unary_floating {
   static constexpr std::string_view name = "exp";
-  template <class T> KILN_HD T operator()(T x) const { return math::exp(x); }
+  template <class T> KILN_OP T operator()(T x) const { return math::exp(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T out, T) const { return {g * out}; }
 };
 struct exp2_op : unary_floating {
   static constexpr std::string_view name = "exp2";
-  template <class T> KILN_HD T operator()(T x) const { return math::exp2(x); }
+  template <class T> KILN_OP T operator()(T x) const { return math::exp2(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T out, T) const {
     return {g * out * math::lit<T>(0.69314718055994530942)};  // ln 2
   }
 };
 struct expm1_op : unary_floating {
   static constexpr std::string_view name = "expm1";
-  template <class T> KILN_HD T operator()(T x) const { return math::expm1(x); }
+  template <class T> KILN_OP T operator()(T x) const { return math::expm1(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T out, T) const { return {g * (out + math::lit<T>(1))}; }
 };
 struct log_op : unary_floating {
   static constexpr std::string_view name = "log";
-  template <class T> KILN_HD T operator()(T x) const { return math::log(x); }
+  template <class T> KILN_OP T operator()(T x) const { return math::log(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const { return {g / x}; }
 };
 struct log2_op : unary_floating {
   static constexpr std::string_view name = "log2";
-  template <class T> KILN_HD T operator()(T x) const { return math::log2(x); }
+  template <class T> KILN_OP T operator()(T x) const { return math::log2(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     return {g / (x * math::lit<T>(0.69314718055994530942))};  // ln 2
   }
 };
 struct log10_op : unary_floating {
   static constexpr std::string_view name = "log10";
-  template <class T> KILN_HD T operator()(T x) const { return math::log10(x); }
+  template <class T> KILN_OP T operator()(T x) const { return math::log10(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     return {g / (x * math::lit<T>(2.30258509299404568402))};  // ln 10
   }
 };
 struct log1p_op : unary_floating {
   static constexpr std::string_view name = "log1p";
-  template <class T> KILN_HD T operator()(T x) const { return math::log1p(x); }
+  template <class T> KILN_OP T operator()(T x) const { return math::log1p(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const { return {g / (x + math::lit<T>(1))}; }
 };
 // xsimd's sin, cos and tan are within 2 ulp, except in double next to multiples of pi/2, where its
@@ -78,24 +78,24 @@ struct log1p_op : unary_floating {
 // a correct reduction there would cost every input.
 struct sin_op : unary_floating {
   static constexpr std::string_view name = "sin";
-  template <class T> KILN_HD T operator()(T x) const { using std::sin; return sin(x); }
+  template <class T> KILN_OP T operator()(T x) const { using std::sin; return sin(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const { using std::cos; return {g * cos(x)}; }
 };
 struct cos_op : unary_floating {
   static constexpr std::string_view name = "cos";
-  template <class T> KILN_HD T operator()(T x) const { using std::cos; return cos(x); }
+  template <class T> KILN_OP T operator()(T x) const { using std::cos; return cos(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const { using std::sin; return {g * -sin(x)}; }
 };
 struct tan_op : unary_floating {
   static constexpr std::string_view name = "tan";
-  template <class T> KILN_HD T operator()(T x) const { using std::tan; return tan(x); }
+  template <class T> KILN_OP T operator()(T x) const { using std::tan; return tan(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T out, T) const {
     return {g * (math::lit<T>(1) + out * out)};
   }
 };
 struct asin_op : unary_floating {
   static constexpr std::string_view name = "asin";
-  template <class T> KILN_HD T operator()(T x) const { using std::asin; return asin(x); }
+  template <class T> KILN_OP T operator()(T x) const { using std::asin; return asin(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     using std::sqrt;
     return {g / sqrt((math::lit<T>(1) - x) * (math::lit<T>(1) + x))};
@@ -103,7 +103,7 @@ struct asin_op : unary_floating {
 };
 struct acos_op : unary_floating {
   static constexpr std::string_view name = "acos";
-  template <class T> KILN_HD T operator()(T x) const { using std::acos; return acos(x); }
+  template <class T> KILN_OP T operator()(T x) const { using std::acos; return acos(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     using std::sqrt;
     return {-g / sqrt((math::lit<T>(1) - x) * (math::lit<T>(1) + x))};
@@ -111,29 +111,29 @@ struct acos_op : unary_floating {
 };
 struct atan_op : unary_floating {
   static constexpr std::string_view name = "atan";
-  template <class T> KILN_HD T operator()(T x) const { using std::atan; return atan(x); }
+  template <class T> KILN_OP T operator()(T x) const { using std::atan; return atan(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const { return {g / (x * x + math::lit<T>(1))}; }
 };
 struct sinh_op : unary_floating {
   static constexpr std::string_view name = "sinh";
-  template <class T> KILN_HD T operator()(T x) const { using std::sinh; return sinh(x); }
+  template <class T> KILN_OP T operator()(T x) const { using std::sinh; return sinh(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const { using std::cosh; return {g * cosh(x)}; }
 };
 struct cosh_op : unary_floating {
   static constexpr std::string_view name = "cosh";
-  template <class T> KILN_HD T operator()(T x) const { using std::cosh; return cosh(x); }
+  template <class T> KILN_OP T operator()(T x) const { using std::cosh; return cosh(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const { using std::sinh; return {g * sinh(x)}; }
 };
 struct tanh_op : unary_floating {
   static constexpr std::string_view name = "tanh";
-  template <class T> KILN_HD T operator()(T x) const { return math::tanh(x); }
+  template <class T> KILN_OP T operator()(T x) const { return math::tanh(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T out, T) const {
     return {g * (math::lit<T>(1) - out * out)};
   }
 };
 struct asinh_op : unary_floating {
   static constexpr std::string_view name = "asinh";
-  template <class T> KILN_HD T operator()(T x) const { using std::asinh; return asinh(x); }
+  template <class T> KILN_OP T operator()(T x) const { using std::asinh; return asinh(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     using std::sqrt;
     return {g / sqrt(x * x + math::lit<T>(1))};
@@ -143,7 +143,7 @@ struct asinh_op : unary_floating {
 // (acosh(-1e4) came out as -inf, acosh(-1e30) as +inf).
 struct acosh_op : unary_floating {
   static constexpr std::string_view name = "acosh";
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T> KILN_OP T operator()(T x) const {
     using std::acosh;
     if constexpr (simd_detail::is_batch<T>)
       return math::select(x < T(1), T(std::numeric_limits<math::element_t<T>>::quiet_NaN()), acosh(x));
@@ -157,21 +157,21 @@ struct acosh_op : unary_floating {
 };
 struct atanh_op : unary_floating {
   static constexpr std::string_view name = "atanh";
-  template <class T> KILN_HD T operator()(T x) const { using std::atanh; return atanh(x); }
+  template <class T> KILN_OP T operator()(T x) const { using std::atanh; return atanh(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     return {g / ((math::lit<T>(1) - x) * (math::lit<T>(1) + x))};
   }
 };
 struct erf_op : unary_floating {
   static constexpr std::string_view name = "erf";
-  template <class T> KILN_HD T operator()(T x) const { return math::erf(x); }
+  template <class T> KILN_OP T operator()(T x) const { return math::erf(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     return {math::lit<T>(1.12837916709551257390) * math::exp(-(x * x)) * g};  // 2 / sqrt(pi)
   }
 };
 struct erfc_op : unary_floating {
   static constexpr std::string_view name = "erfc";
-  template <class T> KILN_HD T operator()(T x) const { return math::erfc(x); }
+  template <class T> KILN_OP T operator()(T x) const { return math::erfc(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     return {math::lit<T>(-1.12837916709551257390) * math::exp(-(x * x)) * g};  // -2 / sqrt(pi)
   }
