@@ -672,6 +672,24 @@ struct contiguous_row {
 template <class T>
 contiguous_row(T*) -> contiguous_row<T>;
 
+// The steps softmax reads its rows through (mapped_evaluator): named and always inlined, since a
+// lambda's call operator is left out of line at -O2, a call per batch (W7 twice as slow).
+// e^(x - m), with kiln's exp, which keeps subnormal results on batches as on scalars.
+template <class T>
+struct shifted_exp {
+  T m;
+  template <class V>
+  KILN_ALWAYS_INLINE V operator()(V v) const { return math::exp(v - V(m)); }
+};
+// (x - m) - log(s), as PyTorch: one shift m + log(s) would be rounded to the spacing of m (5e-4
+// at 1e4 in float), and every result would carry that error.
+template <class T>
+struct log_softmax_of {
+  T m, log_sum;
+  template <class V>
+  KILN_ALWAYS_INLINE V operator()(V v) const { return (v - V(m)) - V(log_sum); }
+};
+
 // Softmax along the last dimension, one row at a time: max, sum of exp, then the write, each
 // pass over a row that is still in L1. Memory sees one read of x and one write of dst. `row` is
 // the destination of the plan's first row (contiguous rows, in the plan's order).
@@ -690,20 +708,16 @@ void softmax_plan_rows(Policy const&, loop_plan<R> const& plan, Ev& ev, T* row) 
         return fold_row<Op, T>(source, n);
       };
       T const m = fold_with(ops::amax_red{}, ev);
-      // kiln's exp, which keeps subnormal results on batches as on scalars
-      auto const shifted_exp = [m](auto v) { return math::exp(v - decltype(v)(m)); };
       if constexpr (Log) {
         using std::log;
-        // (x - m) - log(s), as PyTorch: one shift m + log(s) would be rounded to the spacing of m
-        // (5e-4 at 1e4 in float), and every result would carry that error.
-        T const log_sum = log(fold_with(ops::sum_red{}, mapped_evaluator{ev, shifted_exp}));
-        mapped_evaluator const out{ev, [m, log_sum](auto v) { return (v - decltype(v)(m)) - decltype(v)(log_sum); }};
+        T const log_sum = log(fold_with(ops::sum_red{}, mapped_evaluator{ev, shifted_exp<T>{m}}));
+        mapped_evaluator const out{ev, log_softmax_of<T>{m, log_sum}};
         if constexpr (vector)
           if (reads != inner_reads::strided) return simd_row<T, Mode>(row, n, out), void(row += n);
         for (index_t i = 0; i < n; ++i) row[i] = out.scalar(i);
       } else {
         // exp(x - m) is stored while it is summed, then scaled in place: one exp per element.
-        mapped_evaluator const e{ev, shifted_exp};
+        mapped_evaluator const e{ev, shifted_exp<T>{m}};
         T s = 0;
         if constexpr (vector) {
           if (reads != inner_reads::strided) {
