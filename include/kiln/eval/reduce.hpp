@@ -33,7 +33,7 @@ template <class Node, class F>
 KILN_ALWAYS_INLINE void for_each_leaf_node(Node const& node, F&& f) {
   if constexpr (requires { node.view(); }) f(node);
   else if constexpr (requires { node.args(); })
-    for_each_leaf_child(node, f, std::make_index_sequence<pack_size_v<std::remove_cvref_t<decltype(node.args())>>>{});
+    for_each_leaf_child(node, f, std::make_index_sequence<pack_size_v<decltype(node.args())>>{});
   else if constexpr (requires { node.arg(); }) for_each_leaf_node(node.arg(), f);
 }
 
