@@ -5,6 +5,17 @@
 
 #include <kiln/core/config.hpp>
 
+// GCC before 13 warns that its own AVX-512 intrinsics read an uninitialised variable (the
+// `__m512 __Y = __Y;` of _mm512_undefined_ps, GCC bug 105593) wherever xsimd's AVX-512 kernels
+// are inlined. The pragma covers the intrinsic headers when this include is the first to reach
+// them.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13 && (defined(__x86_64__) || defined(__i386__))
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
 #include <xsimd/xsimd.hpp>
 
 #include <type_traits>
@@ -48,6 +59,14 @@ auto reduce_add(B const& b) {
 #else
   return xsimd::hadd(b);
 #endif
+}
+
+// -b. xsimd 8's AVX-512 negation computes 0 - b, which is +0 for +0; flipping the sign bit gives
+// -0, as scalar negation and xsimd's other instruction sets do.
+template <class T, class A>
+KILN_ALWAYS_INLINE xsimd::batch<T, A> negative(xsimd::batch<T, A> const& b) {
+  if constexpr (std::is_floating_point_v<T>) return b ^ xsimd::batch<T, A>(T(-0.0));
+  else return -b;
 }
 
 // The lanes' bits read as element type U: xsimd::bitwise_cast<batch<U, A>> up to xsimd 10,

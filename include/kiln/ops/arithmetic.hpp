@@ -24,10 +24,20 @@ struct add_op : op_base<2, op_kind::same> {
   template <class T> KILN_HD T operator()(T a, T b) const { return math::wrapping(a, b, math::plus{}); }
   template <class T> KILN_HD std::array<T, 2> grad(T g, T, T, T) const { return {g, g}; }
 };
+// -x; integers wrap (-INT_MIN = INT_MIN). Floats negate, not subtract from 0: neg(0) = -0.
+struct neg_op : op_base<1, op_kind::same> {
+  static constexpr std::string_view name = "neg";
+  template <class T> KILN_HD T operator()(T x) const {
+    if constexpr (math::is_integer<T>) return math::wrapping(T(0), x, math::minus{});
+    else if constexpr (simd_detail::is_batch<T>) return simd_detail::negative(x);
+    else return -x;
+  }
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T, T) const { return {(*this)(g)}; }
+};
 struct sub_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "sub";
   template <class T> KILN_HD T operator()(T a, T b) const { return math::wrapping(a, b, math::minus{}); }
-  template <class T> KILN_HD std::array<T, 2> grad(T g, T, T, T) const { return {g, -g}; }
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T, T, T) const { return {g, neg_op{}(g)}; }
 };
 struct mul_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "mul";
@@ -40,15 +50,6 @@ struct div_op : op_base<2, op_kind::floating> {
   template <class T> KILN_HD T operator()(T a, T b) const { return a / b; }
   // -g a / b^2 as torch stages it, -g ((a / b) / b), which overflows only where the result does.
   template <class T> KILN_HD std::array<T, 2> grad(T g, T out, T, T b) const { return {g / b, -g * (out / b)}; }
-};
-// -x; integers wrap (-INT_MIN = INT_MIN). Floats negate, not subtract from 0: neg(0) = -0.
-struct neg_op : op_base<1, op_kind::same> {
-  static constexpr std::string_view name = "neg";
-  template <class T> KILN_HD T operator()(T x) const {
-    if constexpr (math::is_integer<T>) return math::wrapping(T(0), x, math::minus{});
-    else return -x;
-  }
-  template <class T> KILN_HD std::array<T, 1> grad(T g, T, T) const { return {-g}; }
 };
 struct abs_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "abs";
