@@ -876,6 +876,67 @@ TEST_CASE("row folds over several trailing axes, of integers, and of extent 1") 
   for (index_t r = 0; r < 9; ++r) CHECK(cs(r) == c(r, 0));
 }
 
+TEST_CASE("contiguous row folds run without a plan, with the same bits as the planned loop") {
+  // A reduction over trailing axes whose leaves are contiguous views of the argument's whole
+  // shape, into a contiguous destination, folds its rows without planning (fold_contiguous_rows).
+  // The padded copy holds the same values in rows that do not follow one another, which only the
+  // planned loop reads: the two must agree bit for bit, for every op and row length. So must
+  // kiln::par on so few elements: one thread, through the planned loop, over the same layout.
+  auto direct = [](auto const& arg, auto... axes) {
+    return kiln::detail::contiguous_fold_rows(arg, std::array<int, sizeof...(axes)>{axes...}, true).applies;
+  };
+  for (index_t rows : {2, 5}) {  // (one row of the padded copy would be contiguous)
+    for (index_t n : {index_t{2}, index_t{float_lanes - 1}, index_t{float_lanes + 1}, index_t{4 * float_lanes + 3},
+                      index_t{256}, index_t{1024}}) {
+      CAPTURE(rows);
+      CAPTURE(n);
+      auto const A = kiln::randn<float>({rows, n}, 60 + n);
+      auto wide = kiln::zeros<float>({rows, n + 5});
+      auto const padded = kiln::slice(wide, 1, 2, n + 2);
+      padded = A;
+      REQUIRE(direct(A * A, 1));
+      CHECK(direct(kiln::exp(A - 0.5f), 0, 1) == (rows * n <= 1024));
+      REQUIRE_FALSE(direct(padded * padded, 1));
+      auto same = [](auto const& a, auto const& b) { return kiln_test::bitwise_equal(kiln::eval(a), kiln::eval(b)); };
+      CHECK(same(kiln::sum(A * A, kiln::axes<1>), kiln::sum(padded * padded, kiln::axes<1>)));  // twins
+      CHECK(same(kiln::sum(A * A, kiln::axes<1>, kiln::keepdim), kiln::sum(padded * padded, kiln::axes<1>, kiln::keepdim)));
+      CHECK(same(kiln::sum(kiln::exp(A - 0.5f), 1), kiln::sum(kiln::exp(padded - 0.5f), 1)));
+      CHECK(same(kiln::amax(A, 1), kiln::amax(padded, 1)));
+      CHECK(same(kiln::amin(-A, 1), kiln::amin(-padded, 1)));
+      CHECK(same(kiln::prod(kiln::exp(A * 0.01f), 1), kiln::prod(kiln::exp(padded * 0.01f), 1)));
+      CHECK(same(kiln::mean(A, 1), kiln::mean(padded, 1)));
+      CHECK(same(kiln::norm(A, 1), kiln::norm(padded, 1)));
+      auto planned = [](auto const& r) { return kiln::eval(kiln::par, r); };
+      CHECK(kiln_test::bitwise_equal(kiln::eval(kiln::sum(A * A, 1)), planned(kiln::sum(A * A, 1))));
+      CHECK(kiln_test::bitwise_equal(kiln::eval(kiln::amax(A, 1)), planned(kiln::amax(A, 1))));
+      CHECK(kiln_test::bitwise_equal(kiln::eval(kiln::sum(kiln::exp(A - 0.5f))), planned(kiln::sum(kiln::exp(A - 0.5f)))));
+      // Rank 3, over the last axis and the last two.
+      auto const B = kiln::reshape(A, {rows, 1, n});
+      auto const padded3 = kiln::unsqueeze(padded, 1);
+      REQUIRE(direct(B + B, 2));
+      CHECK(same(kiln::sum(B + B, kiln::axes<2>), kiln::sum(padded3 + padded3, kiln::axes<2>)));
+      CHECK(same(kiln::sum(B, kiln::axes<1, 2>), kiln::sum(padded3, kiln::axes<1, 2>)));
+    }
+  }
+  // Planned: broadcast leaves, leading or middle axes, rows of one element or beyond one block, and
+  // strided destinations. The results stay right.
+  auto const A = kiln::randn<float>({4, 8}, 70);
+  auto const b = kiln::randn<float>({8}, 71);
+  CHECK_FALSE(direct(A + b, 1));
+  CHECK_FALSE(direct(A, 0));
+  CHECK_FALSE(direct(kiln::randn<float>({4, 1}, 72), 1));
+  CHECK_FALSE(direct(kiln::randn<float>({2, 1025}, 73), 1));
+  CHECK_FALSE(kiln::detail::contiguous_fold_rows(A, std::array<int, 1>{1}, false).applies);
+  auto out = kiln::zeros<float>({4, 2});
+  kiln::eval(kiln::simd, kiln::slice(out, 1, 1, 2), kiln::sum(A, kiln::axes<1>, kiln::keepdim));
+  for (index_t r = 0; r < 4; ++r) {
+    double want = 0;
+    for (index_t j = 0; j < 8; ++j) want += A(r, j);
+    CHECK(out(r, 0) == 0.f);
+    CHECK(out(r, 1) == doctest::Approx(want).epsilon(1e-6));
+  }
+}
+
 // Row folds write each output once, without storing the identity first; other plans start from
 // it. A destination's old contents (NaN here) must leak into neither, under any policy.
 TEST_CASE("a reduction overwrites what its destination held") {

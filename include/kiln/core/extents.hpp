@@ -50,6 +50,15 @@ constexpr index_t element_count(std::array<index_t, R> const& shape) noexcept {
   return n;
 }
 
+// a == b, element by element. (std::array's operator== is a memcmp, which GCC 12 leaves as a
+// library call: several on every assignment.)
+template <std::size_t R>
+KILN_ALWAYS_INLINE constexpr bool same_extents(std::array<index_t, R> const& a, std::array<index_t, R> const& b) noexcept {
+  bool same = true;
+  for (int d = 0; d < int(R); ++d) same = same && a[d] == b[d];  // (int: R may be 0)
+  return same;
+}
+
 // Row-major (C order) strides in elements.
 template <std::size_t R>
 constexpr std::array<index_t, R> contiguous_strides(std::array<index_t, R> const& shape) noexcept {

@@ -151,7 +151,7 @@ void assign_node(Policy const& policy, tensor_view<T, R> const& dst, Root const&
     // A reduction or softmax writes its destination while it reads its inputs: straight into dst
     // only when dst is exactly its result (type, shape, contiguous) and shares no memory with them.
     if constexpr (std::is_same_v<typename Root::value_type, T> && Root::rank == R) {
-      bool direct = dst.shape() == root.shape() && dst.is_contiguous();
+      bool direct = same_extents(dst.shape(), root.shape()) && dst.is_contiguous();
       for_each_leaf_node(root, [&](auto const& leaf_node) {
         direct = direct && (whole_tensors(kind, leaf_node)
                                 ? static_cast<void const*>(leaf_node.view().data()) != static_cast<void const*>(dst.data())

@@ -189,7 +189,7 @@ struct evaluator<map<Op, Args...>, R> {
                                                 node.args())) {
     if constexpr (twin_leaves) {
       auto const &first = slot<0>(args), &second = slot<1>(args);
-      twins = first.base == second.base && first.strides == second.strides;
+      twins = first.base == second.base && same_extents(first.strides, second.strides);
     }
   }
 
@@ -262,15 +262,17 @@ template <class Op, class... Args, int R>
 inline constexpr bool may_have_twins<evaluator<map<Op, Args...>, R>> =
     evaluator<map<Op, Args...>, R>::twin_leaves || (may_have_twins<evaluator<Args, R>> || ...);
 template <class Ev>
-bool has_twins(Ev const& ev) noexcept {
-  if constexpr (!may_have_twins<Ev>) {
-    return false;
-  } else {
-    bool found = false;
-    if constexpr (Ev::twin_leaves) found = ev.twins;
-    apply_pack([&](auto const&... child) { ((found = found || has_twins(child)), ...); }, ev.args);
-    return found;
-  }
+KILN_ALWAYS_INLINE bool has_twins(Ev const& ev) noexcept;
+template <class Ev, std::size_t... I>
+KILN_ALWAYS_INLINE bool has_twins_below(Ev const& ev, std::index_sequence<I...>) noexcept {
+  bool found = false;
+  if constexpr (Ev::twin_leaves) found = ev.twins;
+  return (found || ... || has_twins(slot<I>(ev.args)));
+}
+template <class Ev>
+KILN_ALWAYS_INLINE bool has_twins(Ev const& ev) noexcept {
+  if constexpr (!may_have_twins<Ev>) return false;
+  else return has_twins_below(ev, std::make_index_sequence<pack_size_v<decltype(ev.args)>>{});
 }
 
 // Calls f on every tensor leaf's evaluator, depth first, left to right.

@@ -351,6 +351,24 @@ KILN_ALWAYS_INLINE A fold_one_span(Ev const& ev, index_t start, index_t end) {
   else return fold_span<Op, A>(ev, start, end);
 }
 
+// Rows k = 0, 1, ... rows - 1 of n <= fold_block elements, row k the span [k n, k n + n) of the
+// leaves' current row, each folded with batches into o[k * step]; with step 0 and several rows
+// (a general plan's grouped rows) their values combine into o[0] first. Each output is written
+// once, whatever it held before (a sum's identity need not be stored first). The block loop is
+// inlined here, the same instructions as fold_span_simd's, so each row's result is the same bits
+// whichever path folds it, and wherever a thread's part of the rows (kiln::par) starts.
+template <class Op, class A, inner_mode Mode, class Ev>
+KILN_ALWAYS_INLINE void fold_short_rows(Ev const& ev, A* o, index_t step, index_t rows, index_t n) {
+  bool const one_output = step == 0 && rows > 1;
+  A total = Op::template identity<A>();
+  for (index_t k = 0; k < rows; ++k) {
+    A const value = fold_lanes<Op>(fold_block_simd<Op, A, Mode>(ev, k * n, k * n + n));
+    if (one_output) total = Op::combine(total, value);
+    else o[k * step] = value;
+  }
+  if (one_output) *o = total;
+}
+
 // The common case of the loop below, without its stepping from row to row: rows folding in place
 // into one value each (row sums, full reductions) that follow one another in every leaf (a plan
 // of one or two dimensions whose leaves' strides along the outer dimension are the row length
@@ -358,11 +376,8 @@ KILN_ALWAYS_INLINE A fold_one_span(Ev const& ev, index_t start, index_t end) {
 // The leaves point at the first row once, and row k is the span [k n, k n + n) of one long row.
 // One copy of the evaluator per call, local to this function, whose address never leaves it (as
 // run_rows' in kernels.hpp): the compiler keeps the leaves' pointers in registers across the
-// stores to `out`. Short rows fold with the block loop inlined here, the same instructions as
-// fold_span_simd's, so each row's result is the same bits whichever path folds it, and wherever a
-// thread's part of the rows (kiln::par) starts. Each output is written once, whatever it held
-// before (a sum's identity need not be stored first). Returns false when the rows do not follow
-// one another.
+// stores to `out`. Short rows fold with fold_short_rows. Returns false when the rows do not
+// follow one another.
 struct rows_adjoin {
   int outer;  // the outer dimension
   index_t n;
@@ -387,22 +402,17 @@ bool fold_adjoining_rows(loop_plan<R> const& plan, Ev const& shared, A* out) {
   index[0] = first;
   visit_leaves(ev, start_leaf_rows<R>{index, outer + 1});
   A* const o = out + first * step;
-  // Row k's value goes to o[k * step], except where every row folds into the one output (step 0,
-  // a general plan's grouped rows): there the values combine first.
+  if constexpr (Vector && Mode != inner_mode::mixed) {  // (mixed: the call, for compile time)
+    if (n <= fold_block) return fold_short_rows<Op, A, Mode>(ev, o, step, rows, n), true;
+  }
+  // As fold_short_rows, a call per row.
   bool const one_output = step == 0 && rows > 1;
   A total = Op::template identity<A>();
-  auto const put = [&](index_t k, A value) {
+  for (index_t k = 0; k < rows; ++k) {
+    A const value = fold_one_span<Op, A, Mode, Vector>(ev, k * n, k * n + n);
     if (one_output) total = Op::combine(total, value);
     else o[k * step] = value;
-  };
-  if constexpr (Vector && Mode != inner_mode::mixed) {  // (mixed: the call, for compile time)
-    if (n <= fold_block) {
-      for (index_t k = 0; k < rows; ++k) put(k, fold_lanes<Op>(fold_block_simd<Op, A, Mode>(ev, k * n, k * n + n)));
-      if (one_output) *o = total;
-      return true;
-    }
   }
-  for (index_t k = 0; k < rows; ++k) put(k, fold_one_span<Op, A, Mode, Vector>(ev, k * n, k * n + n));
   if (one_output) *o = total;
   return true;
 }
@@ -466,10 +476,12 @@ KILN_ALWAYS_INLINE void fold_rows(loop_plan<R> const& plan, Ev& ev, A* out, inde
 
 // Folds every row of a grouped plan (or of its part) into `out` on one thread: vector code where
 // the tree and the reads allow it, scalar otherwise.
+template <class A, class Node>
+inline constexpr bool folds_in_batches =
+    simd_detail::has_batch<A> && ops::vector_foldable<A> && std::is_same_v<lane_t<Node>, A>;
 template <class Op, class A, class Policy, int R, class Ev>
 void fold_plan(Policy const&, loop_plan<R> const& plan, Ev& ev, A* out, index_t group) {
-  if constexpr (std::is_base_of_v<simd_policy, Policy> && simd_detail::has_batch<A> && ops::vector_foldable<A> &&
-                std::is_same_v<lane_t<typename Ev::node_type>, A>) {
+  if constexpr (std::is_base_of_v<simd_policy, Policy> && folds_in_batches<A, typename Ev::node_type>) {
     index_t const step = plan.out_strides[plan.dims - 1];
     inner_reads const reads = step == 0 || step == 1 ? leaf_reads(plan, ev) : inner_reads::strided;
     if (reads == inner_reads::contiguous) {
@@ -533,6 +545,80 @@ void fold_plan(par_policy const& policy, loop_plan<R> const& plan, Ev& ev, A* ou
   }
 }
 
+// Whether every tensor leaf of a tree is a contiguous view of exactly `shape`: each leaf then
+// holds the element of flat index i of `shape` at its data() + i.
+template <int R>
+struct contiguous_leaves_of {
+  extents<R> const& shape;
+  bool& all;
+  template <class Leaf>
+  KILN_ALWAYS_INLINE void operator()(Leaf const& leaf) const noexcept {
+    auto const& v = leaf.view();
+    if constexpr (std::remove_cvref_t<decltype(v)>::rank == R) all = all && same_extents(v.shape(), shape) && v.is_contiguous();
+    else all = false;
+  }
+};
+// Points every leaf of such a tree at its first element, read with stride 1: the plan of one
+// contiguous dimension.
+template <int R>
+struct start_contiguous_leaves {
+  template <class Leaf>
+  KILN_ALWAYS_INLINE void operator()(Leaf& leaf) const noexcept {
+    leaf.strides[0] = 1;
+    leaf.start_row(plan_strides<R>{}, 0);
+  }
+};
+
+// The common case of `fold`, which needs no plan: a reduction over trailing axes, rows of at
+// most one block, a contiguous destination, and every leaf a contiguous view of the argument's
+// whole shape. Row k is then the span [k n, k n + n) of one long row. `applies` says whether a
+// reduction is that case.
+struct contiguous_rows {
+  bool applies = false;
+  index_t rows = 0, n = 0;
+};
+template <class Arg, std::size_t N>
+KILN_ALWAYS_INLINE contiguous_rows contiguous_fold_rows(Arg const& arg, std::array<int, N> const& axes,
+                                                        bool dst_contiguous) {
+  constexpr int RA = Arg::rank;
+  if constexpr (N == 0) {
+    return {};
+  } else {
+    extents<RA> const& shape = arg.shape();
+    contiguous_rows r{false, 1, 1};
+    for (int d = 0; d < RA; ++d) (d < RA - int(N) ? r.rows : r.n) *= shape[d];
+    // (Axes are sorted and distinct: the first one says whether they are the trailing ones.)
+    r.applies = dst_contiguous && axes[0] == RA - int(N) && r.n > 1 && r.n <= fold_block;
+    if (r.applies) for_each_leaf_node(arg, contiguous_leaves_of<RA>{shape, r.applies});
+    return r;
+  }
+}
+
+// That case on one thread with batches: each row folded into dst[k] by fold_short_rows, as
+// fold_adjoining_rows folds it, with the same bits. Inline from the evaluator's construction to
+// the loop, so that the evaluator never goes through memory: the general path plans through
+// arrays and hands the evaluator to a call, which copies it back out of the stores that built it.
+// On small tensors that cost more than the fold itself (W6 at 1K elements took 2.5x Eigen's time).
+// Returns false, having done nothing, when the case does not apply.
+template <class Op, class Policy, class A, int R, class Arg, std::size_t N>
+KILN_ALWAYS_INLINE bool fold_contiguous_rows(Policy const&, tensor_view<A, R> const& dst, Arg const& arg,
+                                             std::array<int, N> const& axes) {
+  constexpr int RA = Arg::rank;
+  using Ev = evaluator<Arg, RA>;
+  if constexpr (!std::is_same_v<Policy, simd_policy> || !folds_in_batches<A, Arg>) {
+    return false;
+  } else {
+    contiguous_rows const c = contiguous_fold_rows(arg, axes, dst.is_contiguous());
+    if (!c.applies) return false;
+    Ev ev(arg, arg.shape());
+    visit_leaves(ev, start_contiguous_leaves<RA>{});
+    if constexpr (may_have_twins<Ev>)
+      if (has_twins(ev)) return fold_short_rows<Op, A, inner_mode::twins>(ev, dst.data(), 1, c.rows, c.n), true;
+    fold_short_rows<Op, A, inner_mode::contiguous>(ev, dst.data(), 1, c.rows, c.n);
+    return true;
+  }
+}
+
 // dst (the reduction's shape) = fold of `arg` over `axes` with Op.
 template <class Op, class Policy, class A, int R, class Arg, std::size_t N, bool Keep>
 void fold(Policy const& policy, tensor_view<A, R> const& dst, Arg const& arg, std::array<int, N> const& axes,
@@ -540,6 +626,7 @@ void fold(Policy const& policy, tensor_view<A, R> const& dst, Arg const& arg, st
   constexpr int RA = Arg::rank;
   auto const fill = [&] { std::fill_n(dst.data(), dst.size(), Op::template identity<A>()); };
   if (element_count<RA>(arg.shape()) == 0) return fill();
+  if (fold_contiguous_rows<Op>(policy, dst, arg, axes)) return;
   evaluator<Arg, RA> ev(arg, arg.shape());
   loop_plan<RA> plan;
   index_t group = 1;
