@@ -22,8 +22,15 @@
 
 namespace kiln::simd_detail {
 
-// The widest instruction set this translation unit is compiled for (-march decides).
+// The widest instruction set this translation unit is compiled for (-march decides), except
+// AVX-512 in an unoptimised GCC build: there GCC's AVX-512 intrinsics are macros whose casts do
+// not accept xsimd's batches, and xsimd 8's AVX-512BW kernels fail to compile. Such builds
+// (Debug, the sanitizer tests) use AVX2.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__OPTIMIZE__) && XSIMD_WITH_AVX512F && XSIMD_WITH_AVX2
+using arch = xsimd::avx2;
+#else
 using arch = xsimd::default_arch;
+#endif
 
 template <class T>
 using batch = xsimd::batch<T, arch>;
