@@ -558,15 +558,10 @@ struct contiguous_leaves_of {
     else all = false;
   }
 };
-// Points every leaf of such a tree at its first element, read with stride 1: the plan of one
-// contiguous dimension.
-template <int R>
-struct start_contiguous_leaves {
+// Gives every leaf of such a tree the strides of the plan of one contiguous dimension.
+struct read_contiguously {
   template <class Leaf>
-  KILN_ALWAYS_INLINE void operator()(Leaf& leaf) const noexcept {
-    leaf.strides[0] = 1;
-    leaf.start_row(plan_strides<R>{}, 0);
-  }
+  KILN_ALWAYS_INLINE void operator()(Leaf& leaf) const noexcept { leaf.strides[0] = 1; }
 };
 
 // The common case of `fold`, which needs no plan: a reduction over trailing axes, rows of at
@@ -611,7 +606,8 @@ KILN_ALWAYS_INLINE bool fold_contiguous_rows(Policy const&, tensor_view<A, R> co
     contiguous_rows const c = contiguous_fold_rows(arg, axes, dst.is_contiguous());
     if (!c.applies) return false;
     Ev ev(arg, arg.shape());
-    visit_leaves(ev, start_contiguous_leaves<RA>{});
+    visit_leaves(ev, read_contiguously{});
+    visit_leaves(ev, start_leaf_rows<RA>{plan_strides<RA>{}, 0});
     if constexpr (may_have_twins<Ev>)
       if (has_twins(ev)) return fold_short_rows<Op, A, inner_mode::twins>(ev, dst.data(), 1, c.rows, c.n), true;
     fold_short_rows<Op, A, inner_mode::contiguous>(ev, dst.data(), 1, c.rows, c.n);

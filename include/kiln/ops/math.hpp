@@ -301,9 +301,11 @@ KILN_ALWAYS_INLINE KILN_HD T signed_round(T const& rounded, T const& x) {
 // fast tanh (same form, FMA build) also reaches 5 ulp, with 25x as many inputs at 4 ulp and 98.6%
 // within 1, and needs a select for |x| < 4e-4, where its unnormalised numerator underflows;
 // P(0) = Q(0) = 1 here, so tiny and subnormal x come out exactly. |x| is clamped to 9.00000095, the first float from which the
-// rational evaluates to exactly 1 (tanh(x) rounds to 1 from 9.0109 on): tanh(±inf) = ±1, and it
-// is odd, so tanh(±0) = ±0. The bounds go first in xsimd::max/min so that NaN passes (see
-// exp_float_batch). Double batches keep xsimd's tanh (1-2 ulp), scalars <cmath>.
+// rational evaluates to exactly 1 with FMA (tanh(x) rounds to 1 from 9.0109 on), and the result
+// to [-1, 1]: without FMA (a build for plain SSE2 or AVX2) the rational rounds to 1.00000012
+// there. So tanh(±inf) = ±1, and it is odd, so tanh(±0) = ±0. The bounds go first in
+// xsimd::max/min so that NaN passes (see exp_float_batch). Double batches keep xsimd's tanh
+// (1-2 ulp), scalars <cmath>.
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T tanh(T const& x) {
   if constexpr (simd_detail::is_batch<T> && std::is_same_v<element_t<T>, float>) {
@@ -319,7 +321,8 @@ KILN_ALWAYS_INLINE KILN_HD T tanh(T const& x) {
     T q = xsimd::fma(s, T(0.000254475162f), T(0.0244913809f));
     q = xsimd::fma(q, s, T(0.464164853f));
     q = xsimd::fma(q, s, T(1.0f));
-    return (xc * p) / q;
+    T const one(1.0f);
+    return xsimd::min(one, xsimd::max(-one, (xc * p) / q));
   } else {
     using std::tanh;
     return tanh(x);
