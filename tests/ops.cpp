@@ -793,6 +793,20 @@ TEST_CASE("float tanh, sigmoid and exp at their edges") {
                {-1e-30, -1e-30}, {lim<F>::max(), 1}, {lim<F>::lowest(), -1}});
   table<F, 2>("tanh near saturation", ulps(5, 0), call(kiln::tanh),
               {{7.5, std::tanh(7.5)}, {8.0, std::tanh(8.0)}, {8.5, std::tanh(8.5)}, {-8.875, std::tanh(-8.875)}});
+#if XSIMD_WITH_SSE2
+  // The same saturation where xsimd::fma is a multiply and an add (SSE2 batches, as a build without
+  // -march gets): the rational then rounds above 1, and the result's clamp keeps it at ±1. (An
+  // optimised build may contract them into FMA anyway; the unoptimised sanitizer build does not.)
+  using sse2 = xsimd::batch<F, xsimd::sse2>;
+  for (F x : {F(inf), F(9.1f), F(9.5f), F(20), F(1e30f), lim<F>::max()}) {
+    CAPTURE(x);
+    alignas(16) F out[sse2::size];
+    kiln::math::tanh(sse2(x)).store_aligned(out);
+    CHECK(out[0] == 1.f);
+    kiln::math::tanh(sse2(-x)).store_aligned(out);
+    CHECK(out[0] == -1.f);
+  }
+#endif
   // sigmoid: the tail keeps a small relative error down to the subnormals and is 0 below them.
   // (the expected values are computed from the inputs rounded to float, as the op sees them)
   auto sig = [](double x) { double const f = static_cast<F>(x); return std::array<double, 2>{f, ref_sigmoid(f)}; };
