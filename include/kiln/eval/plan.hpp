@@ -108,6 +108,27 @@ void merge_plan(extents<R> const& shape, extents<R> const& out_strides, leaf_str
   plan.dims = kept;
 }
 
+// The next most common case, rank 2 that neither the flat plan nor a merge simplifies (a leaf
+// broadcast along the rows or the columns, W4's `relu(A + b) * c`): the planned dimensions are the
+// destination's own and the leaves' strides need no rewriting. Inline, without merge_plan's call
+// and the copies back into the leaves. Returns false, and changes nothing, otherwise.
+template <int R, std::size_t N>
+KILN_ALWAYS_INLINE bool plan_two_dimensions(extents<R> const& shape, extents<R> const& out_strides,
+                                            leaf_strides<R, N> const& leaves, loop_plan<R>& plan) {
+  if constexpr (R != 2) {
+    return false;
+  } else {
+    if (shape[0] == 1 || shape[1] == 1) return false;
+    bool mergeable = out_strides[0] == out_strides[1] * shape[1];
+    for (auto const& s : leaves) mergeable = mergeable && s[0] == s[1] * shape[1];
+    if (mergeable) return false;
+    plan.dims = 2;
+    plan.shape = shape;
+    plan.out_strides = out_strides;
+    return true;
+  }
+}
+
 // for_each_leaf, always inlined (so that the evaluator can stay a local of the function that runs
 // the loop, see run_rows in kernels.hpp), and used with named function objects rather than
 // lambdas: those are instantiated once per tree, not once per calling function.
@@ -161,7 +182,9 @@ template <int R, class Ev>
 KILN_ALWAYS_INLINE loop_plan<R> make_plan(extents<R> const& shape, extents<R> const& out_strides, Ev& ev) {
   loop_plan<R> plan;
   replan_leaf_strides<R>(ev, [&](auto& strides) {
-    if (!make_flat_plan<R>(shape, out_strides, strides, plan)) merge_plan<R>(shape, out_strides, strides, plan);
+    if (make_flat_plan<R>(shape, out_strides, strides, plan)) return true;
+    if (plan_two_dimensions<R>(shape, out_strides, strides, plan)) return false;  // the leaves stay as they are
+    merge_plan<R>(shape, out_strides, strides, plan);
     return true;
   });
   return plan;
