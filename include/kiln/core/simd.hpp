@@ -26,10 +26,12 @@ namespace kiln::simd_detail {
 // AVX-512 in an unoptimised GCC build: there GCC's AVX-512 intrinsics are macros whose casts do
 // not accept xsimd's batches, and xsimd 8's AVX-512BW kernels fail to compile. Such builds
 // (Debug, the sanitizer tests) use AVX2, with FMA where the target has it.
-#if defined(__GNUC__) && !defined(__clang__) && !defined(__OPTIMIZE__) && XSIMD_WITH_AVX512F && XSIMD_WITH_FMA3_AVX2
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__OPTIMIZE__) && XSIMD_WITH_AVX512F
+#if XSIMD_WITH_FMA3_AVX2
 using arch = xsimd::fma3<xsimd::avx2>;
-#elif defined(__GNUC__) && !defined(__clang__) && !defined(__OPTIMIZE__) && XSIMD_WITH_AVX512F && XSIMD_WITH_AVX2
+#else
 using arch = xsimd::avx2;
+#endif
 #else
 using arch = xsimd::default_arch;
 #endif

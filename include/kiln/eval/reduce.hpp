@@ -248,6 +248,24 @@ extents<RA> reduction_strides(std::array<int, N> const& axes, std::array<index_t
   return s;
 }
 
+// A reduction over N axes of `shape` seen as rows: `rows` is the product of the kept extents, `n`
+// that of the reduced ones, and `trailing` says whether the axes are the last N (they are sorted
+// and distinct, so the first one says it).
+struct row_split {
+  index_t rows = 1, n = 1;
+  bool trailing = false;
+};
+template <int R, std::size_t N>
+KILN_ALWAYS_INLINE row_split split_rows(extents<R> const& shape, std::array<int, N> const& axes) {
+  static_assert(N > 0);
+  // (Signed indices: with unsigned ones nvcc flags `d < 0` in the R == N instances.)
+  constexpr int kept = R - int(N);
+  row_split r;
+  for (int d = 0; d < R; ++d) (d < kept ? r.rows : r.n) *= shape[d];
+  r.trailing = axes[0] == kept;
+  return r;
+}
+
 // The common case without the general planner (as make_flat_plan for assignments): a reduction
 // over the trailing axes of an input whose leaves are all contiguous over its whole shape (or
 // broadcast scalars), into a contiguous destination. Plans the rows the general planner would
@@ -260,11 +278,8 @@ KILN_ALWAYS_INLINE bool make_trailing_plan(extents<R> const& shape, std::array<i
   if constexpr (N == 0) {
     return false;
   } else {
-    // (Signed indices: with unsigned ones nvcc flags `d < 0` in the R == N instances.)
-    constexpr int kept = R - int(N);
-    index_t rows = 1, n = 1;
-    for (int d = 0; d < R; ++d) (d < kept ? rows : n) *= shape[d];
-    if (!dst_contiguous || axes[0] != kept || n <= 1) return false;  // axes are sorted, distinct
+    auto const [rows, n, trailing] = split_rows<R>(shape, axes);
+    if (!dst_contiguous || !trailing || n <= 1) return false;
     return replan_leaf_strides<R>(ev, [&](auto& strides) {
       if (!make_flat_plan<R>(shape, contiguous_strides<R>(shape), strides, plan)) return false;
       if (rows == 1) {
@@ -351,18 +366,21 @@ KILN_ALWAYS_INLINE A fold_one_span(Ev const& ev, index_t start, index_t end) {
   else return fold_span<Op, A>(ev, start, end);
 }
 
-// Rows k = 0, 1, ... rows - 1 of n <= fold_block elements, row k the span [k n, k n + n) of the
-// leaves' current row, each folded with batches into o[k * step]; with step 0 and several rows
-// (a general plan's grouped rows) their values combine into o[0] first. Each output is written
-// once, whatever it held before (a sum's identity need not be stored first). The block loop is
-// inlined here, the same instructions as fold_span_simd's, so each row's result is the same bits
-// whichever path folds it, and wherever a thread's part of the rows (kiln::par) starts.
-template <class Op, class A, inner_mode Mode, class Ev>
-KILN_ALWAYS_INLINE void fold_short_rows(Ev const& ev, A* o, index_t step, index_t rows, index_t n) {
+// Rows k = 0, 1, ... rows - 1 of n elements, row k the span [k n, k n + n) of the leaves' current
+// row, each folded into o[k * step]; with step 0 and several rows (a general plan's grouped rows)
+// their values combine into o[0] first. Each output is written once, whatever it held before (a
+// sum's identity need not be stored first). ShortRows (vector code, n <= fold_block): the block
+// loop is inlined here, the same instructions as fold_span_simd's, so each row's result is the
+// same bits whichever path folds it, and wherever a thread's part of the rows (kiln::par)
+// starts; otherwise each row is a call of fold_one_span.
+template <class Op, class A, inner_mode Mode, bool Vector, bool ShortRows, class Ev>
+KILN_ALWAYS_INLINE void fold_consecutive_rows(Ev const& ev, A* o, index_t step, index_t rows, index_t n) {
   bool const one_output = step == 0 && rows > 1;
   A total = Op::template identity<A>();
   for (index_t k = 0; k < rows; ++k) {
-    A const value = fold_lanes<Op>(fold_block_simd<Op, A, Mode>(ev, k * n, k * n + n));
+    A value;
+    if constexpr (ShortRows) value = fold_lanes<Op>(fold_block_simd<Op, A, Mode>(ev, k * n, k * n + n));
+    else value = fold_one_span<Op, A, Mode, Vector>(ev, k * n, k * n + n);
     if (one_output) total = Op::combine(total, value);
     else o[k * step] = value;
   }
@@ -376,8 +394,7 @@ KILN_ALWAYS_INLINE void fold_short_rows(Ev const& ev, A* o, index_t step, index_
 // The leaves point at the first row once, and row k is the span [k n, k n + n) of one long row.
 // One copy of the evaluator per call, local to this function, whose address never leaves it (as
 // run_rows' in kernels.hpp): the compiler keeps the leaves' pointers in registers across the
-// stores to `out`. Short rows fold with fold_short_rows. Returns false when the rows do not
-// follow one another.
+// stores to `out`. Returns false when the rows do not follow one another.
 struct rows_adjoin {
   int outer;  // the outer dimension
   index_t n;
@@ -403,17 +420,9 @@ bool fold_adjoining_rows(loop_plan<R> const& plan, Ev const& shared, A* out) {
   visit_leaves(ev, start_leaf_rows<R>{index, outer + 1});
   A* const o = out + first * step;
   if constexpr (Vector && Mode != inner_mode::mixed) {  // (mixed: the call, for compile time)
-    if (n <= fold_block) return fold_short_rows<Op, A, Mode>(ev, o, step, rows, n), true;
+    if (n <= fold_block) return fold_consecutive_rows<Op, A, Mode, true, true>(ev, o, step, rows, n), true;
   }
-  // As fold_short_rows, a call per row.
-  bool const one_output = step == 0 && rows > 1;
-  A total = Op::template identity<A>();
-  for (index_t k = 0; k < rows; ++k) {
-    A const value = fold_one_span<Op, A, Mode, Vector>(ev, k * n, k * n + n);
-    if (one_output) total = Op::combine(total, value);
-    else o[k * step] = value;
-  }
-  if (one_output) *o = total;
+  fold_consecutive_rows<Op, A, Mode, Vector, false>(ev, o, step, rows, n);
   return true;
 }
 
@@ -580,16 +589,14 @@ KILN_ALWAYS_INLINE contiguous_rows contiguous_fold_rows(Arg const& arg, std::arr
     return {};
   } else {
     extents<RA> const& shape = arg.shape();
-    contiguous_rows r{false, 1, 1};
-    for (int d = 0; d < RA; ++d) (d < RA - int(N) ? r.rows : r.n) *= shape[d];
-    // (Axes are sorted and distinct: the first one says whether they are the trailing ones.)
-    r.applies = dst_contiguous && axes[0] == RA - int(N) && r.n > 1 && r.n <= fold_block;
+    row_split const split = split_rows<RA>(shape, axes);
+    contiguous_rows r{dst_contiguous && split.trailing && split.n > 1 && split.n <= fold_block, split.rows, split.n};
     if (r.applies) for_each_leaf_node(arg, contiguous_leaves_of<RA>{shape, r.applies});
     return r;
   }
 }
 
-// That case on one thread with batches: each row folded into dst[k] by fold_short_rows, as
+// That case on one thread with batches: each row folded into dst[k] by fold_consecutive_rows, as
 // fold_adjoining_rows folds it, with the same bits. Inline from the evaluator's construction to
 // the loop, so that the evaluator never goes through memory: the general path plans through
 // arrays and hands the evaluator to a call, which copies it back out of the stores that built it.
@@ -609,8 +616,9 @@ KILN_ALWAYS_INLINE bool fold_contiguous_rows(Policy const&, tensor_view<A, R> co
     visit_leaves(ev, read_contiguously{});
     visit_leaves(ev, start_leaf_rows<RA>{plan_strides<RA>{}, 0});
     if constexpr (may_have_twins<Ev>)
-      if (has_twins(ev)) return fold_short_rows<Op, A, inner_mode::twins>(ev, dst.data(), 1, c.rows, c.n), true;
-    fold_short_rows<Op, A, inner_mode::contiguous>(ev, dst.data(), 1, c.rows, c.n);
+      if (has_twins(ev))
+        return fold_consecutive_rows<Op, A, inner_mode::twins, true, true>(ev, dst.data(), 1, c.rows, c.n), true;
+    fold_consecutive_rows<Op, A, inner_mode::contiguous, true, true>(ev, dst.data(), 1, c.rows, c.n);
     return true;
   }
 }
