@@ -29,8 +29,7 @@ struct neg_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "neg";
   template <class T> KILN_HD T operator()(T x) const {
     if constexpr (math::is_integer<T>) return math::wrapping(T(0), x, math::minus{});
-    else if constexpr (simd_detail::is_batch<T>) return simd_detail::negative(x);
-    else return -x;
+    else return math::negative(x);
   }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T) const { return {(*this)(g)}; }
 };
@@ -49,7 +48,7 @@ struct div_op : op_base<2, op_kind::floating> {
   static constexpr std::string_view name = "div";
   template <class T> KILN_HD T operator()(T a, T b) const { return a / b; }
   // -g a / b^2 as torch stages it, -g ((a / b) / b), which overflows only where the result does.
-  template <class T> KILN_HD std::array<T, 2> grad(T g, T out, T, T b) const { return {g / b, -g * (out / b)}; }
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T out, T, T b) const { return {g / b, math::negative(g) * (out / b)}; }
 };
 struct abs_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "abs";
@@ -75,7 +74,7 @@ struct sign_op : op_base<1, op_kind::same> {
 struct reciprocal_op : op_base<1, op_kind::floating> {
   static constexpr std::string_view name = "reciprocal";
   template <class T> KILN_HD T operator()(T x) const { return math::lit<T>(1) / x; }  // exact, unlike rcpps
-  template <class T> KILN_HD std::array<T, 1> grad(T g, T out, T) const { return {-g * (out * out)}; }
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T out, T) const { return {math::negative(g) * (out * out)}; }
 };
 struct square_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "square";
@@ -134,7 +133,7 @@ struct fmod_op : op_base<2, op_kind::same> {
   // d/db = -trunc(a / b), as torch (div with rounding_mode "trunc").
   template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const {
     using std::trunc;
-    return {g, -g * trunc(a / b)};
+    return {g, math::negative(g) * trunc(a / b)};
   }
 };
 // Python's modulo: the result has the sign of the divisor. Integer division by zero gives 0, as
@@ -148,7 +147,7 @@ struct remainder_op : op_base<2, op_kind::same> {
     else return (r != 0 && ((b < 0) != (r < 0))) ? static_cast<T>(r + b) : r;
   }
   // d/db = -(a // b), with torch's floor division (rounding_mode "floor"), not floor(a / b).
-  template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const { return {g, -g * floor_divide(a, b)}; }
+  template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const { return {g, math::negative(g) * floor_divide(a, b)}; }
   // Python's a // b as c10::div_floor_floating computes it: from the exact fmod, so that it matches
   // this remainder where the rounded a / b lands on the next integer (1 // 0.1 = 9; floor(1 / 0.1)
   // = 10).
@@ -250,7 +249,7 @@ struct atan2_op : op_base<2, op_kind::floating> {
   }
   template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const {
     T const r = math::lit<T>(1) / (a * a + b * b);
-    return {g * b * r, g * -a * r};
+    return {g * b * r, g * math::negative(a) * r};
   }
 };
 // Whether xsimd's batch fma is one fused instruction on this build's architecture. Elsewhere

@@ -36,6 +36,16 @@ KILN_ALWAYS_INLINE KILN_HD T lit(double v) {
   return T(static_cast<element_t<T>>(v));
 }
 
+// -x for a float or a batch of them, by flipping the sign bit: xsimd 8 negates AVX-512 batches as
+// 0 - x, which gives +0 for 0 where IEEE and PyTorch give -0. (Gradients negate through this.)
+template <class T>
+KILN_ALWAYS_INLINE KILN_HD T negative(T x) {
+  if constexpr (simd_detail::is_batch<T>)
+    return simd_detail::negative(x);
+  else
+    return -x;
+}
+
 // m ? a : b, lane by lane for batches.
 template <class M, class T>
 KILN_ALWAYS_INLINE KILN_HD T select(M const& m, T const& a, T const& b) {

@@ -84,7 +84,7 @@ struct sin_op : unary_floating {
 struct cos_op : unary_floating {
   static constexpr std::string_view name = "cos";
   template <class T> KILN_OP T operator()(T x) const { using std::cos; return cos(x); }
-  template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const { using std::sin; return {g * -sin(x)}; }
+  template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const { using std::sin; return {g * math::negative(sin(x))}; }
 };
 struct tan_op : unary_floating {
   static constexpr std::string_view name = "tan";
@@ -106,7 +106,7 @@ struct acos_op : unary_floating {
   template <class T> KILN_OP T operator()(T x) const { using std::acos; return acos(x); }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     using std::sqrt;
-    return {-g / sqrt((math::lit<T>(1) - x) * (math::lit<T>(1) + x))};
+    return {math::negative(g) / sqrt((math::lit<T>(1) - x) * (math::lit<T>(1) + x))};
   }
 };
 struct atan_op : unary_floating {
