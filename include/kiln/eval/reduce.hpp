@@ -596,8 +596,9 @@ KILN_ALWAYS_INLINE contiguous_rows contiguous_fold_rows(Arg const& arg, std::arr
   }
 }
 
-// That case on one thread with batches: each row folded into dst[k] by fold_consecutive_rows, as
-// fold_adjoining_rows folds it, with the same bits. Inline from the evaluator's construction to
+// That case on one thread with batches (kiln::simd, or kiln::par on too few elements for a second
+// thread): each row folded into dst[k] by fold_consecutive_rows, as fold_adjoining_rows folds it,
+// with the same bits. Inline from the evaluator's construction to
 // the loop, so that the evaluator never goes through memory: the general path plans through
 // arrays and hands the evaluator to a call, which copies it back out of the stores that built it.
 // On small tensors that cost more than the fold itself (W6 at 1K elements took 2.5x Eigen's time).
@@ -607,11 +608,15 @@ KILN_ALWAYS_INLINE bool fold_contiguous_rows(Policy const&, tensor_view<A, R> co
                                              std::array<int, N> const& axes) {
   constexpr int RA = Arg::rank;
   using Ev = evaluator<Arg, RA>;
-  if constexpr (!std::is_same_v<Policy, simd_policy> || !folds_in_batches<A, Arg>) {
+  constexpr bool batches = std::is_same_v<Policy, simd_policy> || std::is_same_v<Policy, par_policy>;
+  if constexpr (!batches || !folds_in_batches<A, Arg>) {
     return false;
   } else {
     contiguous_rows const c = contiguous_fold_rows(arg, axes, dst.is_contiguous());
     if (!c.applies) return false;
+    // kiln::par folds on one thread, as fold_plan would for so few elements.
+    if constexpr (std::is_same_v<Policy, par_policy>)
+      if (par_threads(c.rows * c.n) > 1) return false;
     Ev ev(arg, arg.shape());
     visit_leaves(ev, read_contiguously{});
     visit_leaves(ev, start_leaf_rows<RA>{plan_strides<RA>{}, 0});
