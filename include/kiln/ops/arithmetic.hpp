@@ -164,11 +164,7 @@ struct remainder_op : op_base<2, op_kind::same> {
 // NaN-propagating minimum and maximum (torch.minimum / torch.maximum).
 struct minimum_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "minimum";
-  template <class T> KILN_HD T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<math::element_t<T>>)
-      return select(math::either(math::is_nan(a), math::is_nan(b)), a + b, select(b < a, b, a));
-    else return select(b < a, b, a);
-  }
+  template <class T> KILN_HD T operator()(T a, T b) const { return math::minimum(a, b); }
   // As torch: a tie splits g evenly; with a NaN both sides get g.
   template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const {
     T const half = g * math::lit<T>(0.5);
@@ -177,11 +173,7 @@ struct minimum_op : op_base<2, op_kind::same> {
 };
 struct maximum_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "maximum";
-  template <class T> KILN_HD T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<math::element_t<T>>)
-      return select(math::either(math::is_nan(a), math::is_nan(b)), a + b, select(a < b, b, a));
-    else return select(a < b, b, a);
-  }
+  template <class T> KILN_HD T operator()(T a, T b) const { return math::maximum(a, b); }
   // As torch: a tie splits g evenly; with a NaN both sides get g.
   template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const {
     T const half = g * math::lit<T>(0.5);

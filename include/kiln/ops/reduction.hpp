@@ -93,11 +93,7 @@ struct amax_red {
     else return A(std::numeric_limits<E>::lowest());
   }
   template <class A, class V> KILN_OP static A prepare(V v) { return static_cast<A>(v); }
-  template <class A> KILN_OP static A combine(A a, A b) {
-    if constexpr (std::is_floating_point_v<math::element_t<A>>)
-      return math::select(math::either(math::is_nan(a), math::is_nan(b)), a + b, math::select(a < b, b, a));
-    else return math::select(a < b, b, a);
-  }
+  template <class A> KILN_OP static A combine(A a, A b) { return math::maximum(a, b); }
   template <class A> KILN_OP static A finalize(A a, index_t) { return a; }
   // Split evenly among the inputs equal to the result, NaN matching NaN (PyTorch's
   // evenly_distribute_backward); grad_aux counts them.
@@ -116,11 +112,7 @@ struct amin_red {
     else return A(std::numeric_limits<E>::max());
   }
   template <class A, class V> KILN_OP static A prepare(V v) { return static_cast<A>(v); }
-  template <class A> KILN_OP static A combine(A a, A b) {
-    if constexpr (std::is_floating_point_v<math::element_t<A>>)
-      return math::select(math::either(math::is_nan(a), math::is_nan(b)), a + b, math::select(b < a, b, a));
-    else return math::select(b < a, b, a);
-  }
+  template <class A> KILN_OP static A combine(A a, A b) { return math::minimum(a, b); }
   template <class A> KILN_OP static A finalize(A a, index_t) { return a; }
   // Split evenly among the inputs equal to the result, NaN matching NaN (PyTorch's
   // evenly_distribute_backward); grad_aux counts them.
