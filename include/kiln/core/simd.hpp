@@ -18,7 +18,10 @@
 #endif
 #include <xsimd/xsimd.hpp>
 
+#include <cstddef>
+#include <cstdint>
 #include <type_traits>
+#include <utility>
 
 namespace kiln::simd_detail {
 
@@ -78,6 +81,44 @@ template <class T, class A>
 KILN_ALWAYS_INLINE xsimd::batch<T, A> negative(xsimd::batch<T, A> const& b) {
   if constexpr (std::is_floating_point_v<T>) return b ^ xsimd::batch<T, A>(T(-0.0));
   else return -b;
+}
+
+// a > b ? a : b and a < b ? a : b: the second operand where either is NaN (and on a tie), as x86's
+// max and min instructions compute them. relu, the clamps inside exp and tanh, and the
+// NaN-propagating maximum and minimum rely on it to pass NaN through. xsimd up to 13 maps max and
+// min to those instructions on x86; from 14 on they behave as std::max and std::min (a < b ? b : a),
+// which is the same with the operands swapped.
+template <class T, class A>
+KILN_ALWAYS_INLINE xsimd::batch<T, A> max_else_second(xsimd::batch<T, A> const& a, xsimd::batch<T, A> const& b) {
+#if XSIMD_VERSION_MAJOR >= 14
+  return xsimd::max(b, a);
+#else
+  return xsimd::max(a, b);
+#endif
+}
+template <class T, class A>
+KILN_ALWAYS_INLINE xsimd::batch<T, A> min_else_second(xsimd::batch<T, A> const& a, xsimd::batch<T, A> const& b) {
+#if XSIMD_VERSION_MAJOR >= 14
+  return xsimd::min(b, a);
+#else
+  return xsimd::min(a, b);
+#endif
+}
+
+// The batch with its lanes rotated by Shift (lane k holds lane (k + Shift) mod size), one permute:
+// folds combine lanes in registers with it. batch_constant is batch_constant<batch<U, A>, V...> up
+// to xsimd 12 and batch_constant<U, A, V...> from 13 on.
+template <std::size_t Shift, class T, class A>
+KILN_ALWAYS_INLINE xsimd::batch<T, A> rotate_lanes(xsimd::batch<T, A> const& b) {
+  using U = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+  constexpr std::size_t W = xsimd::batch<T, A>::size;
+  return [&]<std::size_t... K>(std::index_sequence<K...>) {
+#if XSIMD_VERSION_MAJOR >= 13
+    return xsimd::swizzle(b, xsimd::batch_constant<U, A, U((K + Shift) % W)...>{});
+#else
+    return xsimd::swizzle(b, xsimd::batch_constant<xsimd::batch<U, A>, U((K + Shift) % W)...>{});
+#endif
+  }(std::make_index_sequence<W>{});
 }
 
 // The lanes' bits read as element type U: xsimd::bitwise_cast<batch<U, A>> up to xsimd 10,

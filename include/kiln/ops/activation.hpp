@@ -53,9 +53,9 @@ struct logit_op : math::op_base<1, op_kind::floating> {
 struct relu_op : math::op_base<1, op_kind::same> {
   static constexpr std::string_view name = "relu";
   template <class T> KILN_OP T operator()(T x) const {
-    // On batches, max(0, x) is one instruction with the same result: x86's maxps returns its
-    // second operand when either is NaN or both are zeros, so NaN and -0 pass through.
-    if constexpr (simd_detail::is_batch<T>) return xsimd::max(T(0), x);
+    // On batches, max(0, x) is one instruction with the same result: it returns its second
+    // operand when either is NaN or both are zeros, so NaN and -0 pass through.
+    if constexpr (simd_detail::is_batch<T>) return simd_detail::max_else_second(T(0), x);
     else return select(x < T(0), T(0), x);
   }
   // torch's threshold_backward on the result: 0 where out <= 0, so at 0 too; a NaN passes g.

@@ -90,15 +90,15 @@ KILN_ALWAYS_INLINE KILN_HD M negate(M const& a) {
 
 // PyTorch's maximum and minimum, as the amax and amin folds combine: NaN where either is NaN,
 // otherwise a < b ? b : a for the maximum (a tie, +0 against -0 too, gives a). On batches one
-// max or min and one blend: x86's max(b, a) and min(b, a) return their second operand, a, where
-// either is NaN (see relu_op), and the blend passes b's NaN. The general form, three compares and
+// max or min and one blend: max_else_second(b, a) gives a where either is NaN, and the blend
+// passes b's NaN. The general form, three compares and
 // two blends on the fold's dependency chain, made amax 7x slower than a hand loop with AVX-512.
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T maximum(T a, T b) {
   if constexpr (!std::is_floating_point_v<element_t<T>>)
     return select(a < b, b, a);
   else if constexpr (simd_detail::is_batch<T>)
-    return xsimd::select(xsimd::isnan(b), b, xsimd::max(b, a));
+    return xsimd::select(xsimd::isnan(b), b, simd_detail::max_else_second(b, a));
   else
     return select(either(is_nan(a), is_nan(b)), a + b, select(a < b, b, a));
 }
@@ -107,7 +107,7 @@ KILN_ALWAYS_INLINE KILN_HD T minimum(T a, T b) {
   if constexpr (!std::is_floating_point_v<element_t<T>>)
     return select(b < a, b, a);
   else if constexpr (simd_detail::is_batch<T>)
-    return xsimd::select(xsimd::isnan(b), b, xsimd::min(b, a));
+    return xsimd::select(xsimd::isnan(b), b, simd_detail::min_else_second(b, a));
   else
     return select(either(is_nan(a), is_nan(b)), a + b, select(b < a, b, a));
 }
@@ -210,14 +210,14 @@ KILN_ALWAYS_INLINE KILN_HD T two_to_the(T const& km) {
   return simd_detail::bits_as<float>(simd_detail::bits_as<std::int32_t>(km) << 23);
 }
 // exp_float_batch for any x: clamped to [-104, 88.8] first (e^-104 rounds to 0 and e^88.8
-// overflows, as do all values beyond), with the bound first in xsimd::max/min so that a NaN x
-// comes through (x86's max/min return their second operand if either is NaN; see relu_op). k is
+// overflows, as do all values beyond), with the bound first in max_else_second/min_else_second
+// so that a NaN x comes through (they return their second operand if either is NaN). k is
 // split into k1 = round(x / (2 ln 2)) (the same rounding) and k2 = k - k1, whose factors 2^k1
 // and 2^k2 are normal floats for every clamped x: e^r 2^k1 is exact and the second product
 // rounds once, also where the result is subnormal or overflows to inf.
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T exp_float_batch_wide(T const& x) {
-  T const xc = xsimd::min(T(88.8f), xsimd::max(T(-104.0f), x));
+  T const xc = simd_detail::min_else_second(T(88.8f), simd_detail::max_else_second(T(-104.0f), x));
   T const km = magic_plus_round(xc, 1.44269504088896341f);   // M + k
   T const k1m = magic_plus_round(xc, 0.72134752044448170f);  // M + k1
   T const k2m = km - (k1m - T(exp_magic));                   // M + k - k1
@@ -338,13 +338,13 @@ KILN_ALWAYS_INLINE KILN_HD T signed_round(T const& rounded, T const& x) {
 // rational evaluates to exactly 1 with FMA (tanh(x) rounds to 1 from 9.0109 on), and the result
 // to [-1, 1]: without FMA (a build for plain SSE2 or AVX2) the rational rounds to 1.00000012
 // there. So tanh(±inf) = ±1, and it is odd, so tanh(±0) = ±0. The bounds go first in
-// xsimd::max/min so that NaN passes (see exp_float_batch). Double batches keep xsimd's tanh
+// max_else_second/min_else_second so that NaN passes (see exp_float_batch). Double batches keep xsimd's tanh
 // (1-2 ulp), scalars <cmath>.
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T tanh(T const& x) {
   if constexpr (simd_detail::is_batch<T> && std::is_same_v<element_t<T>, float>) {
     T const c(9.00000095f);  // 0x1.200002p+3
-    T const xc = xsimd::min(c, xsimd::max(-c, x));
+    T const xc = simd_detail::min_else_second(c, simd_detail::max_else_second(-c, x));
     T const s = xc * xc;
     T p = xsimd::fma(s, T(-8.43607207e-14f), T(5.25778796e-11f));
     p = xsimd::fma(p, s, T(-2.01839825e-08f));
@@ -356,7 +356,7 @@ KILN_ALWAYS_INLINE KILN_HD T tanh(T const& x) {
     q = xsimd::fma(q, s, T(0.464164853f));
     q = xsimd::fma(q, s, T(1.0f));
     T const one(1.0f);
-    return xsimd::min(one, xsimd::max(-one, (xc * p) / q));
+    return simd_detail::min_else_second(one, simd_detail::max_else_second(-one, (xc * p) / q));
   } else {
     using std::tanh;
     return tanh(x);
