@@ -34,9 +34,10 @@ using namespace kiln_bench;
 struct w1_data {
   explicit w1_data(index_t n)
       : x(kiln::randn<float>({n}, 101)), y(kiln::randn<float>({n}, 102)), z(kiln::zeros<float>({n})),
-        ex(to_eigen(x)), ey(to_eigen(y)), ez(Eigen::ArrayXf::Zero(n)) {}
-  kiln::tensor<float, 1> x, y, z;
-  Eigen::ArrayXf ex, ey, ez;
+        z_eigen(kiln::zeros<float>({n})), ex(eigen_in(x)), ey(eigen_in(y)), ez(eigen_out(z_eigen)) {}
+  kiln::tensor<float, 1> x, y, z, z_eigen;
+  EigenIn ex, ey;
+  EigenOut ez;
   index_t n() const { return x.size(); }
   float const* out(impl i) const { return i == eigen_impl ? ez.data() : z.data(); }
   std::int64_t bytes() const { return 3 * n() * std::int64_t(sizeof(float)); }
@@ -119,19 +120,17 @@ struct w4_data {
       : rows(n / kCols),
         A(kiln::randn<float>({rows, kCols}, 401)), b(kiln::randn<float>({kCols}, 402)),
         c(kiln::randn<float>({rows, 1}, 403)), out(kiln::zeros<float>({rows, kCols})),
-        eA(Eigen::Map<EigenRowMajor const>(A.data(), rows, kCols)),
-        eb(Eigen::Map<Eigen::Array<float, 1, Eigen::Dynamic> const>(b.data(), kCols)),
-        ec(Eigen::Map<Eigen::ArrayXf const>(c.data(), rows)),
-        eout(EigenRowMajor::Zero(rows, kCols)) {}
+        out_eigen(kiln::zeros<float>({rows, kCols})), eA(A.data(), rows, kCols), eb(b.data(), kCols),
+        ec(eigen_in(c)), eout(out_eigen.data(), rows, kCols) {}
   index_t rows;
   kiln::tensor<float, 2> A;
   kiln::tensor<float, 1> b;
   kiln::tensor<float, 2> c;
-  kiln::tensor<float, 2> out;
-  EigenRowMajor eA;
-  Eigen::Array<float, 1, Eigen::Dynamic> eb;  // a row, for .rowwise()
-  Eigen::ArrayXf ec;                          // a column, for .colwise()
-  EigenRowMajor eout;
+  kiln::tensor<float, 2> out, out_eigen;
+  EigenRowsIn eA;
+  Eigen::Map<Eigen::Array<float, 1, Eigen::Dynamic> const> eb;  // a row, for .rowwise()
+  EigenIn ec;                                                   // a column, for .colwise()
+  EigenRowsOut eout;
   index_t n() const { return rows * kCols; }
   float const* result(impl i) const { return i == eigen_impl ? eout.data() : out.data(); }
   std::int64_t bytes() const { return (2 * n() + kCols + rows) * std::int64_t(sizeof(float)); }

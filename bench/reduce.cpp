@@ -17,9 +17,9 @@ using namespace kiln_bench;
 // --- W3: s = sum(exp(x - 0.5)) ----------------------------------------------------------------
 
 struct w3_data {
-  explicit w3_data(index_t n) : x(kiln::rand<float>({n}, 301)), ex(to_eigen(x)) {}
+  explicit w3_data(index_t n) : x(kiln::rand<float>({n}, 301)), ex(eigen_in(x)) {}
   kiln::tensor<float, 1> x;
-  Eigen::ArrayXf ex;
+  EigenIn ex;
   float result[4] = {};
   index_t n() const { return x.size(); }
   std::int64_t bytes() const { return n() * std::int64_t(sizeof(float)); }
@@ -59,12 +59,12 @@ void w3_eigen(w3_data& d) { d.result[eigen_impl] = (d.ex - 0.5f).exp().sum(); }
 struct w6_data {
   explicit w6_data(index_t n)
       : rows(n / kCols), A(kiln::randn<float>({rows, kCols}, 601)), out(kiln::zeros<float>({rows})),
-        eA(Eigen::Map<EigenRowMajor const>(A.data(), rows, kCols)), eout(Eigen::ArrayXf::Zero(rows)) {}
+        out_eigen(kiln::zeros<float>({rows})), eA(A.data(), rows, kCols), eout(eigen_out(out_eigen)) {}
   index_t rows;
   kiln::tensor<float, 2> A;
-  kiln::tensor<float, 1> out;
-  EigenRowMajor eA;
-  Eigen::ArrayXf eout;
+  kiln::tensor<float, 1> out, out_eigen;
+  EigenRowsIn eA;
+  EigenOut eout;
   index_t n() const { return rows * kCols; }
   float const* result(impl i) const { return i == eigen_impl ? eout.data() : out.data(); }
   std::int64_t bytes() const { return (n() + rows) * std::int64_t(sizeof(float)); }
@@ -114,10 +114,11 @@ void w6_eigen(w6_data& d) { d.eout = d.eA.square().rowwise().sum(); }
 struct w7_data {
   explicit w7_data(index_t n)
       : rows(n / kCols), A(kiln::randn<float>({rows, kCols}, 701)), out(kiln::zeros<float>({rows, kCols})),
-        eA(Eigen::Map<EigenRowMajor const>(A.data(), rows, kCols)), eout(EigenRowMajor::Zero(rows, kCols)) {}
+        out_eigen(kiln::zeros<float>({rows, kCols})), eA(A.data(), rows, kCols), eout(out_eigen.data(), rows, kCols) {}
   index_t rows;
-  kiln::tensor<float, 2> A, out;
-  EigenRowMajor eA, eout;
+  kiln::tensor<float, 2> A, out, out_eigen;
+  EigenRowsIn eA;
+  EigenRowsOut eout;
   index_t n() const { return rows * kCols; }
   float const* result(impl i) const { return i == eigen_impl ? eout.data() : out.data(); }
   std::int64_t bytes() const { return 2 * n() * std::int64_t(sizeof(float)); }
