@@ -117,6 +117,16 @@ A fold_row(Ev const& ev, index_t n) {
   return fold_span<Op, A>(ev, 0, n);
 }
 
+// t combined with itself rotated by half its lanes, the result with itself rotated by a quarter,
+// and so on down to one lane. (Rotations computed by a function: nvcc's front end misreads a shift
+// inside the template argument list.)
+constexpr std::size_t rotation(std::size_t lanes, std::size_t step) { return lanes / (std::size_t{2} << step); }
+template <class Op, class B, std::size_t... Step>
+KILN_ALWAYS_INLINE B combine_rotations(B t, std::index_sequence<Step...>) {
+  ((t = Op::combine(t, simd_detail::rotate_lanes<rotation(B::size, Step)>(t))), ...);
+  return t;
+}
+
 // Combines the lanes of a batch with Op. Sums add horizontally. amax and amin combine in
 // registers, the batch with itself rotated by half its lanes, then a quarter...: four dependent
 // steps with 16 lanes instead of a chain of fifteen through memory, which cost every row of
@@ -130,11 +140,7 @@ auto fold_lanes(B const& b) {
   if constexpr (std::is_same_v<Op, ops::sum_red> || std::is_base_of_v<ops::sum_red, Op>) {
     return simd_detail::reduce_add(b);
   } else if constexpr (exact && std::is_floating_point_v<A>) {  // (xsimd 8 permutes these on every ISA)
-    B t = b;
-    [&]<std::size_t... L>(std::index_sequence<L...>) {
-      ((t = Op::combine(t, simd_detail::rotate_lanes<(B::size >> (L + 1))>(t))), ...);
-    }(std::make_index_sequence<std::bit_width(B::size) - 1>{});
-    return t.get(0);
+    return combine_rotations<Op>(b, std::make_index_sequence<std::bit_width(B::size) - 1>{}).get(0);
   } else {
     alignas(storage_alignment) A lanes[B::size];
     b.store_aligned(lanes);
