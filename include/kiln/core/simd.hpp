@@ -83,11 +83,11 @@ KILN_ALWAYS_INLINE xsimd::batch<T, A> negative(xsimd::batch<T, A> const& b) {
   else return -b;
 }
 
-// a > b ? a : b and a < b ? a : b: the second operand where either is NaN (and on a tie), as x86's
-// max and min instructions compute them. relu, the clamps inside exp and tanh, and the
+// a > b ? a : b and a < b ? a : b: the second operand where either is NaN (and on a tie), as
+// x86's max and min instructions compute them. relu, the clamps inside exp and tanh, and the
 // NaN-propagating maximum and minimum rely on it to pass NaN through. xsimd up to 13 maps max and
-// min to those instructions on x86; from 14 on they behave as std::max and std::min (a < b ? b : a),
-// which is the same with the operands swapped.
+// min to those instructions on x86; from 14 on they behave as std::max and std::min
+// (a < b ? b : a), which is the same with the operands swapped.
 template <class T, class A>
 KILN_ALWAYS_INLINE xsimd::batch<T, A> max_else_second(xsimd::batch<T, A> const& a, xsimd::batch<T, A> const& b) {
 #if XSIMD_VERSION_MAJOR >= 14

@@ -618,9 +618,9 @@ KILN_ALWAYS_INLINE contiguous_rows contiguous_fold_rows(Arg const& arg, std::arr
 
 // That case on one thread with batches (kiln::simd, or kiln::par on too few elements for a second
 // thread): each row folded into dst[k] by fold_consecutive_rows, as fold_adjoining_rows folds it,
-// with the same bits. Inline from the evaluator's construction to
-// the loop, so that the evaluator never goes through memory: the general path plans through
-// arrays and hands the evaluator to a call, which copies it back out of the stores that built it.
+// with the same bits. Inline from the evaluator's construction to the loop, so that the evaluator
+// never goes through memory: the general path plans through arrays and hands the evaluator to a
+// call, which copies it back out of the stores that built it.
 // On small tensors that cost more than the fold itself (W6 at 1K elements took 2.5x Eigen's time).
 // Returns false, having done nothing, when the case does not apply.
 template <class Op, class Policy, class A, int R, class Arg, std::size_t N>

@@ -88,28 +88,32 @@ KILN_ALWAYS_INLINE KILN_HD M negate(M const& a) {
     return ~a;
 }
 
-// PyTorch's maximum and minimum, as the amax and amin folds combine: NaN where either is NaN,
-// otherwise a < b ? b : a for the maximum (a tie, +0 against -0 too, gives a). On batches one
-// max or min and one blend: max_else_second(b, a) gives a where either is NaN, and the blend
-// passes b's NaN. The general form, three compares and
-// two blends on the fold's dependency chain, made amax 7x slower than a hand loop with AVX-512.
+// PyTorch's maximum (Max) and minimum, as the amax and amin folds combine: NaN where either is
+// NaN, otherwise b where it is strictly greater (smaller), else a (a tie, +0 against -0 too, gives
+// a). On batches one max or min and one blend: max_else_second(b, a) gives a where either is NaN,
+// and the blend passes b's NaN. The general form, three compares and two blends on the fold's
+// dependency chain, made amax 7x slower than a hand loop with AVX-512.
+template <bool Max, class T>
+KILN_ALWAYS_INLINE KILN_HD T nan_propagating_extremum(T a, T b) {
+  constexpr bool floating = std::is_floating_point_v<element_t<T>>;
+  if constexpr (floating && simd_detail::is_batch<T>) {
+    T const kept = Max ? simd_detail::max_else_second(b, a) : simd_detail::min_else_second(b, a);
+    return xsimd::select(xsimd::isnan(b), b, kept);
+  } else {
+    T const chosen = select(Max ? a < b : b < a, b, a);
+    if constexpr (floating)
+      return select(either(is_nan(a), is_nan(b)), a + b, chosen);
+    else
+      return chosen;
+  }
+}
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T maximum(T a, T b) {
-  if constexpr (!std::is_floating_point_v<element_t<T>>)
-    return select(a < b, b, a);
-  else if constexpr (simd_detail::is_batch<T>)
-    return xsimd::select(xsimd::isnan(b), b, simd_detail::max_else_second(b, a));
-  else
-    return select(either(is_nan(a), is_nan(b)), a + b, select(a < b, b, a));
+  return nan_propagating_extremum<true>(a, b);
 }
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T minimum(T a, T b) {
-  if constexpr (!std::is_floating_point_v<element_t<T>>)
-    return select(b < a, b, a);
-  else if constexpr (simd_detail::is_batch<T>)
-    return xsimd::select(xsimd::isnan(b), b, simd_detail::min_else_second(b, a));
-  else
-    return select(either(is_nan(a), is_nan(b)), a + b, select(b < a, b, a));
+  return nan_propagating_extremum<false>(a, b);
 }
 
 // Integer arithmetic wraps (two's complement) as in PyTorch instead of overflowing into UB:
@@ -338,8 +342,8 @@ KILN_ALWAYS_INLINE KILN_HD T signed_round(T const& rounded, T const& x) {
 // rational evaluates to exactly 1 with FMA (tanh(x) rounds to 1 from 9.0109 on), and the result
 // to [-1, 1]: without FMA (a build for plain SSE2 or AVX2) the rational rounds to 1.00000012
 // there. So tanh(±inf) = ±1, and it is odd, so tanh(±0) = ±0. The bounds go first in
-// max_else_second/min_else_second so that NaN passes (see exp_float_batch). Double batches keep xsimd's tanh
-// (1-2 ulp), scalars <cmath>.
+// max_else_second/min_else_second so that NaN passes (see exp_float_batch). Double batches keep
+// xsimd's tanh (1-2 ulp), scalars <cmath>.
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T tanh(T const& x) {
   if constexpr (simd_detail::is_batch<T> && std::is_same_v<element_t<T>, float>) {
