@@ -821,12 +821,13 @@ TEST_CASE("float tanh, sigmoid and exp at their edges") {
                ex(-104), ex(-105), ex(-1e30), ex(1e-30), ex(-1e-30), ex(tiny)});
 }
 
-// kiln's float exp scales by one power of two in batches whose lanes all have k = round(x / ln 2)
-// in [-126, 127], and in two steps otherwise: whole batches (and a tail) at each end of that range,
-// on either side of it, against the correctly rounded value.
+// kiln's float exp scales by adding k to the exponent field in batches whose lanes all have
+// k = round(x / ln 2) in [-125, 127], and in two products otherwise: whole batches (and a tail) at
+// each end of that range, on either side of it, against the correctly rounded value.
 TEST_CASE("float exp: whole batches at the ends of its one-product range") {
   using F = float;
-  for (double x : {88.0, 88.37, 88.3762, 88.3763, 88.72, -87.0, -87.33, -87.68, -87.69, -100.0, 0.3466, -0.3466}) {
+  for (double x : {88.0, 88.37, 88.3762, 88.3763, 88.72, -86.98, -86.9899, -86.99, -87.0, -87.33, -87.68, -87.69,
+                   -100.0, 0.3466, -0.3466}) {
     F const f = static_cast<F>(x);
     F const want = static_cast<F>(std::exp(double(f)));
     kiln::tensor<F, 1> const e = kiln::exp(kiln::full<F>({19}, f));
@@ -834,6 +835,37 @@ TEST_CASE("float exp: whole batches at the ends of its one-product range") {
       CHECK_MESSAGE(matches(e(i), want, ulps(2, 0)), "exp(" << show(f) << ")[" << i << "] = " << show(e(i))
                                                              << ", want " << show(want));
   }
+}
+
+// Which of exp's two paths a batch takes depends on all of its lanes, so both must give the same
+// bits: otherwise a result would change with its neighbours, and kiln::par (which splits rows
+// into other batches) would differ from kiln::simd. The paths would most easily part where x / ln 2
+// lies within a rounding error of k + 1/2 (the first six inputs: rounding the product before the
+// sum picks the other k there); each x is evaluated with every lane equal and again beside a lane
+// (1000, or a NaN with a payload) that sends the batch the other way.
+TEST_CASE("float exp: a lane's result does not depend on the other lanes of its batch") {
+  using F = float;
+  constexpr index_t W = xsimd::batch<F>::size;
+  F const payload_nan = std::bit_cast<F>(0x7fc00001u);
+  for (F x : {0x1.62e43p-2f, 0x1.0a2b24p+0f, 0x1.bb9d3cp+0f, 0x1.3687aap+1f, -0x1.62e43p-2f, 1.f, -10.f, 50.f,
+              -86.9899f, -86.99f, 88.37f}) {
+    kiln::tensor<F, 1> alone = kiln::full<F>({W}, x);
+    kiln::tensor<F, 1> mixed = kiln::full<F>({W}, x), with_nan = kiln::full<F>({W}, x);
+    mixed(W - 1) = 1000.f;
+    with_nan(0) = payload_nan;
+    kiln::tensor<F, 1> const a = kiln::exp(alone), m = kiln::exp(mixed), n = kiln::exp(with_nan);
+    CHECK_MESSAGE(std::bit_cast<std::uint32_t>(a(0)) == std::bit_cast<std::uint32_t>(m(0)),
+                  "exp(" << show(x) << ") = " << show(a(0)) << " alone, " << show(m(0)) << " beside 1000");
+    CHECK_MESSAGE(std::bit_cast<std::uint32_t>(a(1)) == std::bit_cast<std::uint32_t>(n(1)),
+                  "exp(" << show(x) << ") = " << show(a(1)) << " alone, " << show(n(1)) << " beside a NaN");
+    CHECK(std::isinf(m(W - 1)));
+    CHECK(std::isnan(n(0)));
+  }
+  // A NaN whose payload sits in the low bits stays NaN in a batch of finite lanes too.
+  kiln::tensor<F, 1> nans = kiln::full<F>({W}, 1.f);
+  for (index_t i = 0; i < W; i += 2) nans(i) = std::bit_cast<F>(0x7fc00001u + std::uint32_t(i) * 0x11u);
+  kiln::tensor<F, 1> const e = kiln::exp(nans);
+  for (index_t i = 0; i < W; ++i) CHECK(std::isnan(e(i)) == (i % 2 == 0));
 }
 
 // ---- integer and bool types -------------------------------------------------------------------
