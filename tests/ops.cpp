@@ -821,10 +821,10 @@ TEST_CASE("float tanh, sigmoid and exp at their edges") {
                ex(-104), ex(-105), ex(-1e30), ex(1e-30), ex(-1e-30), ex(tiny)});
 }
 
-// kiln's float exp scales by adding k to the exponent field in batches whose lanes all have
-// k = round(x / ln 2) in [-125, 127], and in two products otherwise: whole batches (and a tail) at
+// kiln's float exp scales by adding k to the exponent field (its fast path) in batches whose lanes
+// all have k = round(x / ln 2) in [-125, 127], and by two products otherwise: whole batches (and a tail) at
 // each end of that range, on either side of it, against the correctly rounded value.
-TEST_CASE("float exp: whole batches at the ends of its one-product range") {
+TEST_CASE("float exp: whole batches at the ends of its fast path's range") {
   using F = float;
   for (double x : {88.0, 88.37, 88.3762, 88.3763, 88.72, -86.98, -86.9899, -86.99, -87.0, -87.33, -87.68, -87.69,
                    -100.0, 0.3466, -0.3466}) {
@@ -840,7 +840,7 @@ TEST_CASE("float exp: whole batches at the ends of its one-product range") {
 // Which of exp's two paths a batch takes depends on all of its lanes, so both must give the same
 // bits: otherwise a result would change with its neighbours, and kiln::par (which splits rows
 // into other batches) would differ from kiln::simd. The paths would most easily part where x / ln 2
-// lies within a rounding error of k + 1/2 (the first six inputs: rounding the product before the
+// lies within a rounding error of k + 1/2 (the first five inputs: rounding the product before the
 // sum picks the other k there); each x is evaluated with every lane equal and again beside a lane
 // (1000, or a NaN with a payload) that sends the batch the other way.
 TEST_CASE("float exp: a lane's result does not depend on the other lanes of its batch") {

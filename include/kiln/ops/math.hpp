@@ -202,7 +202,7 @@ KILN_ALWAYS_INLINE KILN_HD T exp_float_reduced(T const& x, T const& k) {
   return xsimd::fma(y, r * r, r) + T(1.0f);
 }
 // M + round(x * scale), M = 1.5 * 2^23 + 127: the sum rounds x * scale to an integer k and leaves
-// k + 127 in its low mantissa bits (exp_float_batch below).
+// k + 127 in its low mantissa bits (exp_float_batch_wide below).
 inline constexpr float exp_magic = 12583039.0f;  // M
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T magic_plus_round(T const& x, float scale) {
@@ -226,7 +226,7 @@ KILN_ALWAYS_INLINE KILN_HD T scale_normal(T const& y, T const& rounded) {
 // exp_float_batch for any x: clamped to [-104, 88.8] first (e^-104 rounds to 0 and e^88.8
 // overflows, as do all values beyond), with the bound first in max_else_second/min_else_second
 // so that a NaN x comes through (they return their second operand if either is NaN). k is
-// split into k1 = round(x / (2 ln 2)) (the same rounding) and k2 = k - k1, whose factors 2^k1
+// split into k1 = round(x / (2 ln 2)) and k2 = k - k1, whose factors 2^k1
 // and 2^k2 are normal floats for every clamped x: e^r 2^k1 is exact and the second product
 // rounds once, also where the result is subnormal or overflows to inf.
 template <class T>
