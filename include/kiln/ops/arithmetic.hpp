@@ -244,22 +244,14 @@ struct atan2_op : op_base<2, op_kind::floating> {
     return {g * b * r, g * math::negative(a) * r};
   }
 };
-// Whether xsimd's batch fma is one fused instruction on this build's architecture. Elsewhere
-// (x86 without FMA3, and AVX-512, which xsimd 8 leaves to its generic kernel) it is x * y + z,
-// rounded twice.
-inline constexpr bool fused_batch_fma =
-    std::is_base_of_v<xsimd::fma3<xsimd::sse4_2>, simd_detail::arch> ||
-    std::is_base_of_v<xsimd::fma3<xsimd::avx>, simd_detail::arch> ||
-    std::is_base_of_v<xsimd::fma3<xsimd::avx2>, simd_detail::arch> ||
-    std::is_base_of_v<xsimd::neon64, simd_detail::arch>;
-
-// a * b + c with one rounding: xsimd's fma where it is fused, lane by lane through std::fma
-// otherwise. Integers wrap.
+// a * b + c with one rounding: batches where the architecture fuses it (simd_detail::fused_fma),
+// lane by lane through std::fma otherwise. Integers wrap.
 struct fma_op : op_base<3, op_kind::same> {
   static constexpr std::string_view name = "fma";
-  static constexpr bool vectorized = fused_batch_fma;
+  static constexpr bool vectorized = simd_detail::fused_fma;
   template <class T> KILN_HD T operator()(T a, T b, T c) const {
-    if constexpr (std::is_floating_point_v<math::element_t<T>>) { using std::fma; return fma(a, b, c); }
+    if constexpr (simd_detail::is_batch<T>) return simd_detail::fma(a, b, c);
+    else if constexpr (std::is_floating_point_v<T>) { using std::fma; return fma(a, b, c); }
     else return math::wrapping(math::wrapping(a, b, math::multiplies{}), c, math::plus{});
   }
   template <class T> KILN_HD std::array<T, 3> grad(T g, T, T a, T b, T) const { return {g * b, g * a, g}; }

@@ -193,20 +193,20 @@ KILN_ALWAYS_INLINE KILN_HD T with_gradual_underflow(T const& x, double min_norma
 // below an ulp on that interval.
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T exp_float_reduced(T const& x, T const& k) {
-  T r = xsimd::fnma(k, T(0.693359375f), x);
-  r = xsimd::fnma(k, T(-2.12194440e-4f), r);
-  T y = xsimd::fma(T(1.3997796e-03f), r, T(8.3955629e-03f));
-  y = xsimd::fma(y, r, T(4.1665401e-02f));
-  y = xsimd::fma(y, r, T(1.6666277e-01f));
-  y = xsimd::fma(y, r, T(0.5f));
-  return xsimd::fma(y, r * r, r) + T(1.0f);
+  T r = simd_detail::fnma(k, T(0.693359375f), x);
+  r = simd_detail::fnma(k, T(-2.12194440e-4f), r);
+  T y = simd_detail::fma(T(1.3997796e-03f), r, T(8.3955629e-03f));
+  y = simd_detail::fma(y, r, T(4.1665401e-02f));
+  y = simd_detail::fma(y, r, T(1.6666277e-01f));
+  y = simd_detail::fma(y, r, T(0.5f));
+  return simd_detail::fma(y, r * r, r) + T(1.0f);
 }
 // M + round(x * scale), M = 1.5 * 2^23 + 127: the sum rounds x * scale to an integer k and leaves
 // k + 127 in its low mantissa bits (exp_float_batch_wide below).
 inline constexpr float exp_magic = 12583039.0f;  // M
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T magic_plus_round(T const& x, float scale) {
-  return xsimd::fma(x, T(scale), T(exp_magic));
+  return simd_detail::fma(x, T(scale), T(exp_magic));
 }
 // 2^k from M + k: the sum's low bits, k + 127, shifted into the exponent field.
 template <class T>
@@ -232,7 +232,7 @@ KILN_ALWAYS_INLINE KILN_HD T scale_normal(T const& y, T const& rounded) {
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T exp_float_batch_wide(T const& x) {
   T const xc = simd_detail::min_else_second(T(88.8f), simd_detail::max_else_second(T(-104.0f), x));
-  T const k = xsimd::fma(xc, T(1.44269504088896341f), T(round_magic)) - T(round_magic);  // as exp_float_batch
+  T const k = simd_detail::fma(xc, T(1.44269504088896341f), T(round_magic)) - T(round_magic);  // as exp_float_batch
   T const k1m = magic_plus_round(xc, 0.72134752044448170f);  // M + k1
   T const k2m = (k + T(exp_magic)) - (k1m - T(exp_magic));   // M + k - k1
   return exp_float_reduced(xc, k) * two_to_the(k1m) * two_to_the(k2m);
@@ -250,7 +250,7 @@ KILN_ALWAYS_INLINE KILN_HD T exp_float_batch_wide(T const& x) {
 // subnormal results and inf from x = 88.3763 on (e^x is finite up to 88.7228).
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T exp_float_batch(T const& x) {
-  T const rounded = xsimd::fma(x, T(1.44269504088896341f), T(round_magic));  // R + k
+  T const rounded = simd_detail::fma(x, T(1.44269504088896341f), T(round_magic));  // R + k
   T const k = rounded - T(round_magic);
   if (!xsimd::all(xsimd::abs(k - T(1.0f)) <= T(126.0f))) [[unlikely]]  // k outside [-125, 127], or NaN
     return exp_float_batch_wide(x);
@@ -359,15 +359,15 @@ KILN_ALWAYS_INLINE KILN_HD T tanh(T const& x) {
     T const c(9.00000095f);  // 0x1.200002p+3
     T const xc = simd_detail::min_else_second(c, simd_detail::max_else_second(-c, x));
     T const s = xc * xc;
-    T p = xsimd::fma(s, T(-8.43607207e-14f), T(5.25778796e-11f));
-    p = xsimd::fma(p, s, T(-2.01839825e-08f));
-    p = xsimd::fma(p, s, T(1.11442587e-05f));
-    p = xsimd::fma(p, s, T(0.00310300151f));
-    p = xsimd::fma(p, s, T(0.130831569f));
-    p = xsimd::fma(p, s, T(1.0f));
-    T q = xsimd::fma(s, T(0.000254475162f), T(0.0244913809f));
-    q = xsimd::fma(q, s, T(0.464164853f));
-    q = xsimd::fma(q, s, T(1.0f));
+    T p = simd_detail::fma(s, T(-8.43607207e-14f), T(5.25778796e-11f));
+    p = simd_detail::fma(p, s, T(-2.01839825e-08f));
+    p = simd_detail::fma(p, s, T(1.11442587e-05f));
+    p = simd_detail::fma(p, s, T(0.00310300151f));
+    p = simd_detail::fma(p, s, T(0.130831569f));
+    p = simd_detail::fma(p, s, T(1.0f));
+    T q = simd_detail::fma(s, T(0.000254475162f), T(0.0244913809f));
+    q = simd_detail::fma(q, s, T(0.464164853f));
+    q = simd_detail::fma(q, s, T(1.0f));
     T const one(1.0f);
     return simd_detail::min_else_second(one, simd_detail::max_else_second(-one, (xc * p) / q));
   } else {
