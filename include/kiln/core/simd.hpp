@@ -105,10 +105,10 @@ KILN_ALWAYS_INLINE xsimd::batch<T, A> min_else_second(xsimd::batch<T, A> const& 
 #endif
 }
 
-// a * b + c and c - a * b, rounded once. xsimd 8 has no AVX-512 kernel for them: its generic one
-// is a * b + c, which GCC fuses only where it contracts the expression (not where the product has
-// another use), so results would depend on the code around them. AVX-512 float and double
-// batches call the instructions; the others keep xsimd's.
+// a * b + c, rounded once (c - a * b is fma(a, -b, c), as exact). xsimd 8 has no AVX-512 kernel
+// for it: its generic one is a * b + c, which GCC fuses only where it contracts the expression
+// (not where the product has another use), so results would depend on the code around them.
+// AVX-512 float and double batches call the instruction; the others keep xsimd's.
 template <class T, class A>
 KILN_ALWAYS_INLINE xsimd::batch<T, A> fma(xsimd::batch<T, A> const& a, xsimd::batch<T, A> const& b,
                                           xsimd::batch<T, A> const& c) {
@@ -120,18 +120,6 @@ KILN_ALWAYS_INLINE xsimd::batch<T, A> fma(xsimd::batch<T, A> const& a, xsimd::ba
   else
 #endif
     return xsimd::fma(a, b, c);
-}
-template <class T, class A>
-KILN_ALWAYS_INLINE xsimd::batch<T, A> fnma(xsimd::batch<T, A> const& a, xsimd::batch<T, A> const& b,
-                                           xsimd::batch<T, A> const& c) {
-#if XSIMD_WITH_AVX512F
-  if constexpr (std::is_base_of_v<xsimd::avx512f, A> && std::is_same_v<T, float>)
-    return _mm512_fnmadd_ps(a, b, c);
-  else if constexpr (std::is_base_of_v<xsimd::avx512f, A> && std::is_same_v<T, double>)
-    return _mm512_fnmadd_pd(a, b, c);
-  else
-#endif
-    return xsimd::fnma(a, b, c);
 }
 // Whether fma above is one fused instruction for batches of this build's architecture: FMA3 and
 // AVX-512 on x86, and 64-bit Arm. Elsewhere (x86 without FMA3) it is a * b + c, rounded twice.

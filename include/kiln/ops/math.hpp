@@ -193,8 +193,8 @@ KILN_ALWAYS_INLINE KILN_HD T with_gradual_underflow(T const& x, double min_norma
 // below an ulp on that interval.
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T exp_float_reduced(T const& x, T const& k) {
-  T r = simd_detail::fnma(k, T(0.693359375f), x);
-  r = simd_detail::fnma(k, T(-2.12194440e-4f), r);
+  T r = simd_detail::fma(k, T(-0.693359375f), x);  // x - k ln 2, each step rounded once
+  r = simd_detail::fma(k, T(2.12194440e-4f), r);
   T y = simd_detail::fma(T(1.3997796e-03f), r, T(8.3955629e-03f));
   y = simd_detail::fma(y, r, T(4.1665401e-02f));
   y = simd_detail::fma(y, r, T(1.6666277e-01f));
@@ -213,11 +213,17 @@ template <class T>
 KILN_ALWAYS_INLINE KILN_HD T two_to_the(T const& km) {
   return simd_detail::bits_as<float>(simd_detail::bits_as<std::int32_t>(km) << 23);
 }
-// y 2^k for a float batch y in [0.70, 1.42] and k in [-125, 127] given as `rounded` = R + k
-// (R = 1.5 * 2^23, so k sits in the low mantissa bits of `rounded`): k added to y's exponent
-// field. The result is a normal float, so this is exactly y * 2^k, as an integer add instead of a
-// multiply (fused exp loops are bound by the multiply/FMA units).
+// R + round(x / ln 2), R = 1.5 * 2^23: the sum rounds x / ln 2 to an integer k and leaves k in its
+// low mantissa bits. Both exp paths round k through it, so that they agree bit for bit.
 inline constexpr float round_magic = 12582912.0f;  // R
+template <class T>
+KILN_ALWAYS_INLINE KILN_HD T rounded_exponent(T const& x) {
+  return simd_detail::fma(x, T(1.44269504088896341f), T(round_magic));
+}
+// y 2^k for a float batch y in [0.70, 1.42] and k in [-125, 127] given as `rounded` = R + k
+// (rounded_exponent): k added to y's exponent field. The result is a normal float, so this is
+// exactly y * 2^k, as an integer add instead of a multiply (fused exp loops are bound by the
+// multiply/FMA units).
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T scale_normal(T const& y, T const& rounded) {
   using simd_detail::bits_as;
@@ -232,7 +238,7 @@ KILN_ALWAYS_INLINE KILN_HD T scale_normal(T const& y, T const& rounded) {
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T exp_float_batch_wide(T const& x) {
   T const xc = simd_detail::min_else_second(T(88.8f), simd_detail::max_else_second(T(-104.0f), x));
-  T const k = simd_detail::fma(xc, T(1.44269504088896341f), T(round_magic)) - T(round_magic);  // as exp_float_batch
+  T const k = rounded_exponent(xc) - T(round_magic);
   T const k1m = magic_plus_round(xc, 0.72134752044448170f);  // M + k1
   T const k2m = (k + T(exp_magic)) - (k1m - T(exp_magic));   // M + k - k1
   return exp_float_reduced(xc, k) * two_to_the(k1m) * two_to_the(k2m);
@@ -240,8 +246,7 @@ KILN_ALWAYS_INLINE KILN_HD T exp_float_batch_wide(T const& x) {
 // e^x for float batches, kiln's own: subnormal results included, within 2 ulp of the correctly
 // rounded value over all 2^32 floats (27 inputs at 2 ulp; 99.0% of the inputs with a finite
 // non-zero result correctly rounded; measured exhaustively against double exp).
-//   k = round(x / ln 2): adding R = 1.5 * 2^23 to x / ln 2 rounds it to an integer and leaves k in
-//     the sum's low mantissa bits.
+//   k = round(x / ln 2), from rounded_exponent.
 //   e^x = e^r 2^k. Where every lane has k in [-125, 127] (x in about [-86.99, 88.37]: nearly every
 //     batch), e^r 2^k is a normal float and scale_normal makes it exactly. Other batches (some
 //     result subnormal or inf, and NaN) take exp_float_batch_wide; both paths give the same bits
@@ -250,7 +255,7 @@ KILN_ALWAYS_INLINE KILN_HD T exp_float_batch_wide(T const& x) {
 // subnormal results and inf from x = 88.3763 on (e^x is finite up to 88.7228).
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T exp_float_batch(T const& x) {
-  T const rounded = simd_detail::fma(x, T(1.44269504088896341f), T(round_magic));  // R + k
+  T const rounded = rounded_exponent(x);  // R + k
   T const k = rounded - T(round_magic);
   if (!xsimd::all(xsimd::abs(k - T(1.0f)) <= T(126.0f))) [[unlikely]]  // k outside [-125, 127], or NaN
     return exp_float_batch_wide(x);
