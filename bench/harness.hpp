@@ -34,6 +34,8 @@ constexpr char const* impl_names[] = {"kiln", "scalar", "xsimd", "eigen"};
 // workload see the same memory layout. Where a workload's buffers fall modulo 4 KiB decides how
 // often a load waits on an unrelated store (4K aliasing): with Eigen on copies of its own, W1 at
 // 1K measured Eigen 1.5x ahead of kiln and of the hand loops in one run and level in the next.
+// Every kiln allocation starts on a page (page_aligned_new.cpp, linked into each binary), so the
+// layout is also the same from run to run.
 using EigenIn = Eigen::Map<Eigen::ArrayXf const>;
 using EigenOut = Eigen::Map<Eigen::ArrayXf>;
 using EigenRowsIn = Eigen::Map<EigenRowMajor const>;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A/B timing of kiln revisions in one process (runner.cpp): each revision's include/ is built with
-# workloads.cpp into its own shared library (-O3 -march=native -falign-loops=64), and the runner
+# workloads.cpp into its own shared library (-O3 -march=native -falign-loops=64, tensors on page
+# boundaries as in the benchmarks: ../page_aligned_new.cpp), and the runner
 # times them round by round, pinned to one core: every candidate sees the same phases of a shared
 # host's load. Repeat a comparison; trust differences that repeat (bench/README.md).
 #
@@ -35,7 +36,7 @@ for rev in "$@"; do
     git -C "$root" archive "$rev" include | tar -x -C "$work/$name"
   fi
   "$cxx" -std=c++20 -O3 -march=native -DNDEBUG -falign-loops=64 -fPIC -shared -I"$inc" \
-    "$here/workloads.cpp" -o "$work/$name.so" &
+    "$here/workloads.cpp" "$here/../page_aligned_new.cpp" -o "$work/$name.so" &
   pids+=($!)
   libs+=("$work/$name.so")
 done
