@@ -38,6 +38,40 @@ TEST_CASE("a long elementwise chain evaluates as the scalar formula, for every l
   }
 }
 
+TEST_CASE("a tree too large to force inline node by node runs every loop kind as its steps one at a time") {
+  // Trees over forced_inline_nodes are inlined into their loops by flattening (eval/evaluator.hpp),
+  // a path of its own in every loop that reads batches; each step below is a small tree.
+  auto step = [](auto const& e, auto const& b) { return kiln::tanh(e * 0.5f + b) * 0.75f - 0.25f; };
+  for (kiln::index_t cols : {kiln::index_t(2 * float_lanes + 3), kiln::index_t(1 << 15)}) {
+    kiln::index_t const rows = cols > 1000 ? 2 : 5;  // the wide case gives kiln::par two threads
+    CAPTURE(cols);
+    auto const A = kiln::randn<float>({rows, cols}, 11);
+    auto const b = kiln::randn<float>({cols}, 12);
+    auto const deep = step(step(step(step(A, b), b), b), b);
+    static_assert(kiln::detail::large_tree<kiln::detail::evaluator<std::remove_cvref_t<decltype(deep)>, 2>>);
+    kiln::tensor<float, 2> ref = A;
+    for (int k = 0; k < 4; ++k) ref = step(ref, b);
+    auto close = [](auto const& got, auto const& want) {
+      REQUIRE(got.shape() == want.shape());
+      for (kiln::index_t i = 0; i < got.size(); ++i)
+        CHECK(got.data()[i] == doctest::Approx(want.data()[i]).epsilon(1e-5).scale(1));
+    };
+    close(kiln::eval(deep), ref);
+    close(kiln::eval(kiln::seq, deep), ref);
+    close(kiln::eval(kiln::par, deep), ref);
+    close(kiln::eval(kiln::sum(deep, kiln::axes<1>)), kiln::eval(kiln::sum(ref, kiln::axes<1>)));
+    close(kiln::eval(kiln::sum(deep, kiln::axes<0>)), kiln::eval(kiln::sum(ref, kiln::axes<0>)));
+    CHECK(kiln::sum(deep) == doctest::Approx(kiln::sum(ref)).epsilon(1e-5));
+    close(kiln::eval(kiln::softmax(deep, 1)), kiln::eval(kiln::softmax(ref, 1)));
+    close(kiln::eval(kiln::softmax(deep, 0)), kiln::eval(kiln::softmax(ref, 0)));
+    // A large subtree with no inputs to differentiate: the backward loop reads it with batches.
+    auto const x = kiln::randn<float>({rows, cols}, 13);
+    auto const [loss, dx] = kiln::value_and_grad([&](auto const& v) { return kiln::sum(v * deep); }, x);
+    CHECK(loss == doctest::Approx(kiln::sum(x * ref)).epsilon(1e-4).scale(1));
+    close(dx, ref);
+  }
+}
+
 TEST_CASE("the simd and seq policies agree on a tree mixing every kind of node") {
   auto x = kiln::randn<double>({257}, 3), y = kiln::rand<double>({257}, 4);
   auto e = kiln::where(x > y, kiln::exp(x) - 1.5, kiln::sqrt(y) * 2) + kiln::clamp(x, -0.5, 0.5) / (1 + y * y);

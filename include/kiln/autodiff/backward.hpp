@@ -246,6 +246,11 @@ KILN_ALWAYS_INLINE void backprop(Ev& ev, Tape const& tape, G const& g, Read r, M
 // upstream gradient is computed from (the statement's output adjoint; for a reduction also its
 // result and auxiliary reductions, broadcast back). Upstream(p, extras...) gives dL/dp.
 template <class Upstream, class Producer, class... Extras>
+struct backward_root;
+template <class Upstream, class Producer, class... Extras>
+inline constexpr std::size_t subtree_nodes<backward_root<Upstream, Producer, Extras...>> =
+    (subtree_nodes<Producer> + ... + subtree_nodes<Extras>);
+template <class Upstream, class Producer, class... Extras>
 struct backward_root {
   using value_type = typename Producer::value_type;
   static constexpr bool is_leaf = false;
@@ -305,21 +310,23 @@ void backward_row_simd(Root const& shared, index_t n, cascade<Lane, ops::sum_red
   Root root = shared;  // a local copy: pointers and broadcast sums stay in registers (see simd_row)
   using B = simd_detail::batch<Lane>;
   constexpr index_t W = B::size;
-  for (index_t start = 0; start < n; start += fold_block) {
-    index_t const end = std::min(n, start + fold_block);
-    B acc(Lane(0));
-    index_t i = start;
-    for (; i + W <= end; i += W) {
-      B const p = root.step(batch_read<Lane, Mode, false>{i, W});
-      if constexpr (Sum) acc += p;
+  inline_tree<Root>([&]() KILN_INLINE_LAMBDA {
+    for (index_t start = 0; start < n; start += fold_block) {
+      index_t const end = std::min(n, start + fold_block);
+      B acc(Lane(0));
+      index_t i = start;
+      for (; i + W <= end; i += W) {
+        B const p = root.step(batch_read<Lane, Mode, false>{i, W});
+        if constexpr (Sum) acc += p;
+      }
+      if (i < end) {
+        B const p = root.step(batch_read<Lane, Mode, true>{i, end - i});
+        if constexpr (Sum) acc += first_lanes(p, end - i, B(Lane(0)));
+      }
+      if constexpr (Sum) total.push(simd_detail::reduce_add(acc));
+      if constexpr (Mode == inner_mode::mixed) for_each_var_leaf(root, [](auto& leaf) { leaf.end_block(); });
     }
-    if (i < end) {
-      B const p = root.step(batch_read<Lane, Mode, true>{i, end - i});
-      if constexpr (Sum) acc += first_lanes(p, end - i, B(Lane(0)));
-    }
-    if constexpr (Sum) total.push(simd_detail::reduce_add(acc));
-    if constexpr (Mode == inner_mode::mixed) for_each_var_leaf(root, [](auto& leaf) { leaf.end_block(); });
-  }
+  });
   if constexpr (Mode == inner_mode::mixed) for_each_var_leaf(root, [](auto& leaf) { leaf.end_row(); });
 }
 

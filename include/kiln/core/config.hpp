@@ -16,6 +16,17 @@
 #define KILN_ALWAYS_INLINE inline
 #endif
 
+// Everything called below, recursively, inlined into the function: how a large tree's evaluator is
+// inlined into its loop (eval/evaluator.hpp, `flattened`). nvcc inlines device code by itself.
+// KILN_INLINE_LAMBDA: a lambda's call operator, always inlined.
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define KILN_FLATTEN __attribute__((flatten))
+#define KILN_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define KILN_FLATTEN
+#define KILN_INLINE_LAMBDA
+#endif
+
 // KILN_HD, always inlined: the call operators of the non-arithmetic ops and the members of the
 // reductions, which a fused loop calls once per batch. Left to its heuristics, GCC keeps them out
 // of line once the function or the translation unit has spent its inlining budget: at -O2, or at

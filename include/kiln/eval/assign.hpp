@@ -123,9 +123,13 @@ KILN_ALWAYS_INLINE void check_assignable(std::array<index_t, RE> const& shape, s
 
 template <class Policy, class T, int R, class Root>
 void run(Policy const& policy, tensor_view<T, R> const& dst, Root const& root) {
-  evaluator<Root, R> ev(root, dst.shape());
+  using Ev = evaluator<Root, R>;
+  Ev ev(root, dst.shape());
   loop_plan<R> const plan = make_plan<R>(dst.shape(), dst.strides(), ev);
-  run_rows(policy, plan, dst.data(), ev);
+  if constexpr (large_tree<Ev>)
+    flattened([&] { run_rows(policy, plan, dst.data(), ev); });
+  else
+    run_rows(policy, plan, dst.data(), ev);
 }
 
 template <class Policy, class T, int R, class Root>

@@ -35,6 +35,34 @@ using plan_strides = std::array<index_t, plan_dims<R>>;
 template <class Node, int R>
 struct evaluator;
 
+// The nodes of the tree under an evaluator (1 for a leaf or a constant).
+template <class Ev>
+inline constexpr std::size_t subtree_nodes = 1;
+template <class Op, class... Args, int R>
+inline constexpr std::size_t subtree_nodes<evaluator<map<Op, Args...>, R>> = 1 + (std::size_t{0} + ... + subtree_nodes<evaluator<Args, R>>);
+
+// Trees of up to this many nodes are inlined into their loop node by node, each packet() forced
+// inline into its parent's. A larger tree's packet() is an ordinary inline function, and the loops
+// that read it run inside `flattened`, which inlines everything below it at once: forced inline at
+// every level, each node's packet() was compiled with its whole subtree inlined first, and compile
+// time grew with the square of the depth (a 64-node chain took 27 s; 9 s flattened). Small trees
+// keep the forced path: flattening their loops too cost W1 8% and W4 9% at 1K elements.
+inline constexpr std::size_t forced_inline_nodes = 16;
+template <class Ev>
+inline constexpr bool large_tree = subtree_nodes<Ev> > forced_inline_nodes;
+
+// f() where it may read Ev's tree with batches: for a large tree with every call below it inlined,
+// for a small one as it is (f's call operator KILN_INLINE_LAMBDA).
+template <class F>
+KILN_FLATTEN decltype(auto) flattened(F const& f) {
+  return f();
+}
+template <class Ev, class F>
+KILN_ALWAYS_INLINE decltype(auto) inline_tree(F const& f) {
+  if constexpr (large_tree<Ev>) return flattened(f);
+  else return f();
+}
+
 template <class T, int LeafRank, int R>
 struct evaluator<leaf<T, LeafRank>, R> {
   using node_type = leaf<T, LeafRank>;
@@ -197,7 +225,13 @@ struct evaluator<map<Op, Args...>, R> {
     return scalar_impl(i, std::index_sequence_for<Args...>{});
   }
   template <class Lane, inner_mode Mode, bool Tail>
+    requires(subtree_nodes<evaluator> <= forced_inline_nodes)
   KILN_ALWAYS_INLINE auto packet(index_t i, index_t n) const noexcept {
+    return packet_impl<Lane, Mode, Tail>(i, n, std::index_sequence_for<Args...>{});
+  }
+  template <class Lane, inner_mode Mode, bool Tail>
+    requires(subtree_nodes<evaluator> > forced_inline_nodes)
+  auto packet(index_t i, index_t n) const noexcept {
     return packet_impl<Lane, Mode, Tail>(i, n, std::index_sequence_for<Args...>{});
   }
 

@@ -114,7 +114,7 @@ template <int R, class T, class Ev>
 void run_rows(par_policy const& policy, loop_plan<R> const& plan, T* out, Ev& ev) {
   simd_policy const& single = policy;
   int const threads = par_threads(plan_rows(plan) * plan.shape[plan.dims - 1]);
-  if (threads == 1) return run_rows(single, plan, out, ev);
+  if (threads == 1) return inline_tree<Ev>([&]() KILN_INLINE_LAMBDA { run_rows(single, plan, out, ev); });
   par_run(threads, [&](int part, int parts) {
     plan_part const mine = split_plan(plan, part, parts, sizeof(T));
     if (mine.count == 0) return;
@@ -122,7 +122,7 @@ void run_rows(par_policy const& policy, loop_plan<R> const& plan, T* out, Ev& ev
     Ev local = ev;
     T* local_out = out;
     narrow_to(mine, narrowed, local, local_out);
-    run_rows(single, narrowed, local_out, local);
+    inline_tree<Ev>([&]() KILN_INLINE_LAMBDA { run_rows(single, narrowed, local_out, local); });
   });
 }
 

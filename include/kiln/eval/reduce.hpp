@@ -217,11 +217,13 @@ A fold_span_simd(Ev const& shared, index_t start, index_t end) {
   bool const one_block = end - start <= fold_block;
   cascade<B, Op> partial;
   B single(Op::template identity<A>());  // a span of one block (the common case) skips the cascade
-  for (index_t block = start; block < end; block += fold_block) {
-    B const sum = fold_block_simd<Op, A, Mode>(ev, block, std::min(end, block + fold_block));
-    if (one_block) single = sum;
-    else partial.push(sum);
-  }
+  inline_tree<Ev>([&]() KILN_INLINE_LAMBDA {
+    for (index_t block = start; block < end; block += fold_block) {
+      B const sum = fold_block_simd<Op, A, Mode>(ev, block, std::min(end, block + fold_block));
+      if (one_block) single = sum;
+      else partial.push(sum);
+    }
+  });
   return fold_lanes<Op>(one_block ? single : partial.total());
 }
 template <class Op, class A, inner_mode Mode, class Ev>
@@ -241,17 +243,19 @@ void fold_into_row_simd(Ev const& shared, A* out, index_t n) {
   Ev const ev = shared;
   using B = simd_detail::batch<A>;
   constexpr index_t W = B::size;
-  index_t i = 0;
-  for (; i + W <= n; i += W)
-    Op::combine(B::load_unaligned(out + i), Op::template prepare<B>(ev.template packet<A, Mode, false>(i, W)))
-        .store_unaligned(out + i);
-  if (i < n) {
-    alignas(storage_alignment) A buffer[W] = {};
-    std::copy_n(out + i, n - i, buffer);
-    Op::combine(B::load_aligned(buffer), Op::template prepare<B>(ev.template packet<A, Mode, true>(i, n - i)))
-        .store_aligned(buffer);
-    std::copy_n(buffer, n - i, out + i);
-  }
+  inline_tree<Ev>([&]() KILN_INLINE_LAMBDA {
+    index_t i = 0;
+    for (; i + W <= n; i += W)
+      Op::combine(B::load_unaligned(out + i), Op::template prepare<B>(ev.template packet<A, Mode, false>(i, W)))
+          .store_unaligned(out + i);
+    if (i < n) {
+      alignas(storage_alignment) A buffer[W] = {};
+      std::copy_n(out + i, n - i, buffer);
+      Op::combine(B::load_aligned(buffer), Op::template prepare<B>(ev.template packet<A, Mode, true>(i, n - i)))
+          .store_aligned(buffer);
+      std::copy_n(buffer, n - i, out + i);
+    }
+  });
 }
 
 // The strides of a reduction's destination in its input's index space: the output's stride along
@@ -440,7 +444,10 @@ bool fold_adjoining_rows(loop_plan<R> const& plan, Ev const& shared, A* out) {
   visit_leaves(ev, start_leaf_rows<R>{index, outer + 1});
   A* const o = out + first * step;
   if constexpr (Vector && Mode != inner_mode::mixed) {  // (mixed: the call, for compile time)
-    if (n <= fold_block) return fold_consecutive_rows<Op, A, Mode, true, true>(ev, o, step, rows, n), true;
+    if (n <= fold_block) {
+      inline_tree<Ev>([&]() KILN_INLINE_LAMBDA { fold_consecutive_rows<Op, A, Mode, true, true>(ev, o, step, rows, n); });
+      return true;
+    }
   }
   fold_consecutive_rows<Op, A, Mode, Vector, false>(ev, o, step, rows, n);
   return true;
@@ -640,10 +647,12 @@ KILN_ALWAYS_INLINE bool fold_contiguous_rows(Policy const&, tensor_view<A, R> co
     Ev ev(arg, arg.shape());
     visit_leaves(ev, read_contiguously{});
     visit_leaves(ev, start_leaf_rows<RA>{plan_strides<RA>{}, 0});
-    if constexpr (may_have_twins<Ev>)
-      if (has_twins(ev))
-        return fold_consecutive_rows<Op, A, inner_mode::twins, true, true>(ev, dst.data(), 1, c.rows, c.n), true;
-    fold_consecutive_rows<Op, A, inner_mode::contiguous, true, true>(ev, dst.data(), 1, c.rows, c.n);
+    inline_tree<Ev>([&]() KILN_INLINE_LAMBDA {
+      if constexpr (may_have_twins<Ev>)
+        if (has_twins(ev))
+          return fold_consecutive_rows<Op, A, inner_mode::twins, true, true>(ev, dst.data(), 1, c.rows, c.n);
+      fold_consecutive_rows<Op, A, inner_mode::contiguous, true, true>(ev, dst.data(), 1, c.rows, c.n);
+    });
     return true;
   }
 }
@@ -767,6 +776,8 @@ struct mapped_evaluator {
 };
 template <class Ev, class F>
 mapped_evaluator(Ev const&, F) -> mapped_evaluator<Ev, F>;
+template <class Ev, class F>
+inline constexpr std::size_t subtree_nodes<mapped_evaluator<Ev, F>> = subtree_nodes<Ev> + 1;
 
 // A contiguous row of the destination read back as a leaf.
 template <class T>
@@ -860,8 +871,12 @@ void softmax_plan_rows(Policy const&, loop_plan<R> const& plan, Ev& ev, T* row) 
       row += n;
     });
   };
-  if (reads == inner_reads::mixed) each_row(std::integral_constant<inner_mode, inner_mode::mixed>{});
-  else each_row(std::integral_constant<inner_mode, inner_mode::contiguous>{});
+  auto const rows = [&] {
+    if (reads == inner_reads::mixed) each_row(std::integral_constant<inner_mode, inner_mode::mixed>{});
+    else each_row(std::integral_constant<inner_mode, inner_mode::contiguous>{});
+  };
+  if constexpr (large_tree<Ev>) flattened(rows);
+  else rows();
 }
 
 // On all cores: whole rows per thread, each as kiln::simd computes it.
