@@ -926,8 +926,9 @@ TEST_CASE_TEMPLATE("integer arithmetic wraps around", I, std::int32_t, std::int6
         [](I p) { return p; }, x);
   check("where", exact, [](auto const& p, auto const& q) { return kiln::where(p < q, p, q); },
         [](I p, I q) { return p < q ? p : q; }, a, b);
-  auto const compare = [&](std::string const& what, auto build, auto ref) {
-    check(what, exact, build, ref, a, b);
+  // (lhs, rhs: Clang before 16 cannot capture structured bindings.)
+  auto const compare = [&, &lhs = a, &rhs = b](std::string const& what, auto build, auto ref) {
+    check(what, exact, build, ref, lhs, rhs);
   };
   compare("==", [](auto const& p, auto const& q) { return p == q; }, std::equal_to<I>{});
   compare("!=", [](auto const& p, auto const& q) { return p != q; }, std::not_equal_to<I>{});

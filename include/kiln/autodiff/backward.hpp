@@ -429,7 +429,7 @@ auto backward_pass(Policy const& policy, Producer const& producer, Upstream cons
   constexpr int R = Producer::rank;
   auto const& shape = producer.shape();
   backward_root<Upstream, evaluator<Producer, R>, evaluator<Extras, R>...> root{
-      upstream, {evaluator<Producer, R>(producer, shape), evaluator<Extras, R>(extras, shape)...}};
+      upstream, {{evaluator<Producer, R>(producer, shape)}, {evaluator<Extras, R>(extras, shape)}...}};
   bind_adjoints(producer, slot<0>(root.args), element_count<R>(shape));
   return backward_loop<Sum, R>(policy, shape, root);
 }

@@ -302,8 +302,11 @@ KILN_ALWAYS_INLINE bool make_trailing_plan(extents<R> const& shape, std::array<i
   if constexpr (N == 0) {
     return false;
   } else {
-    auto const [rows, n, trailing] = split_rows<R>(shape, axes);
-    if (!dst_contiguous || !trailing || n <= 1) return false;
+    // (Not a structured binding: the lambda below captures rows and n, which Clang before 16
+    // refuses for bindings.)
+    row_split const split = split_rows<R>(shape, axes);
+    index_t const rows = split.rows, n = split.n;
+    if (!dst_contiguous || !split.trailing || n <= 1) return false;
     return replan_leaf_strides<R>(ev, [&](auto& strides) {
       if (!make_flat_plan<R>(shape, contiguous_strides<R>(shape), strides, plan)) return false;
       if (rows == 1) {
