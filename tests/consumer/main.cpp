@@ -24,6 +24,9 @@ int main() {
   for (std::size_t i = 0; i < 5; ++i) expect(y(i) == 3.0f, "x * 2 + x");
 
   kiln::tensor<float, 2> const A = {{0.f, 1.f, 2.f}, {3.f, 4.f, 5.f}};
+  kiln::tensor<float, 2> const B = kiln::relu(A - 2.f) * A + kiln::tensor<float, 1>{1.f, 2.f, 3.f};
+  expect(B(0, 2) == 3.0f && B(1, 2) == 18.0f, "relu(A - 2) * A + row");
+
   kiln::tensor<float, 1> const rows = kiln::sum(A * A, kiln::axes<1>);
   expect(rows(0) == 5.0f && rows(1) == 50.0f, "sum(A * A, axes<1>)");
 

@@ -84,10 +84,20 @@ struct evaluator<leaf<T, LeafRank>, R> {
     if (inner == 0) splat = *row;  // read once per row: a store to the destination may alias it
   }
   // Moves to the next row along outer dimension d, the innermost one (for_each_row's common step).
+  // For a plan of one row for_each_row names d = -1 here but never steps; GCC's
+  // -Wmaybe-uninitialized reads strides[-1] into that path in users' -O2 -Wall builds. Silenced
+  // here rather than avoided: a branch or a separate one-row loop there cost W1 or W4 3% at 1K.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
   void next_row(int d) noexcept {
     row += strides[d];
     if (inner == 0) splat = *row;
   }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
   // Moves the leaf `count` elements along the plan's inner dimension (kiln::par's column parts).
   void skip_columns(int inner_dim, index_t count) noexcept { base += count * strides[inner_dim]; }
   T scalar(index_t i) const noexcept { return row[i * inner]; }

@@ -214,9 +214,7 @@ struct next_leaf_rows {
 template <int R, class Ev, class Body>
 KILN_ALWAYS_INLINE void for_each_row(loop_plan<R> const& plan, Ev& ev, Body&& body) {
   int const outer = plan.dims - 1;
-  // The innermost outer dimension. A plan of one row has none; 0 then, never -1, which GCC's
-  // -Wmaybe-uninitialized would read as strides[-1] at the steps that one row never takes.
-  int const last = outer > 0 ? outer - 1 : 0;
+  int const last = outer - 1;  // the innermost outer dimension; -1 when the plan is one row
   index_t const rows = outer > 0 ? plan.shape[last] : 1;
   index_t const step = outer > 0 ? plan.out_strides[last] : 0;
   plan_strides<R> index{};
@@ -225,7 +223,7 @@ KILN_ALWAYS_INLINE void for_each_row(loop_plan<R> const& plan, Ev& ev, Body&& bo
     left = 1;
     for (int d = 0; d < outer; ++d) left *= plan.shape[d];
   }
-  if (outer > 0 && plan.first_row != 0) {  // kiln::par's parts; every other plan starts at index 0, without a division
+  if (plan.first_row != 0) {  // kiln::par's parts; every other plan starts at index 0, without a division
     for (index_t r = plan.first_row, d = last; d >= 0; --d) {
       index[d] = r % plan.shape[d];
       r /= plan.shape[d];
