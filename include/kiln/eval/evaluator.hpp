@@ -51,12 +51,15 @@ inline constexpr std::size_t forced_inline_nodes = 16;
 template <class Ev>
 inline constexpr bool large_tree = subtree_nodes<Ev> > forced_inline_nodes;
 
-// f() where it may read Ev's tree with batches: for a large tree with every call below it inlined,
-// for a small one as it is (f's call operator KILN_INLINE_LAMBDA).
+// f() with every call below it inlined.
 template <class F>
 KILN_FLATTEN decltype(auto) flattened(F const& f) {
   return f();
 }
+// f() where it reads Ev's tree with batches: flattened for a large tree, as it is for a small one
+// (f's call operator KILN_INLINE_LAMBDA). `run` and softmax_plan_rows spell the two paths out
+// instead, so that small trees there (W1, W2, W4, W7) compile to exactly the code they had before
+// large trees were flattened: through the lambda GCC schedules their set-up differently.
 template <class Ev, class F>
 KILN_ALWAYS_INLINE decltype(auto) inline_tree(F const& f) {
   if constexpr (large_tree<Ev>) return flattened(f);
