@@ -127,8 +127,11 @@ struct cosh_op : unary_floating {
 struct tanh_op : unary_floating {
   static constexpr std::string_view name = "tanh";
   template <class T> KILN_OP T operator()(T x) const { return math::tanh(x); }
+  // 1 - tanh^2 as (1 - out)(1 + out): exact factors where out nears ±1, and no multiply-add a
+  // compiler may fuse in one path and not the other (Clang fuses `1 - out * out` in scalar code,
+  // never across xsimd's operators), so batches and scalars agree under every compiler.
   template <class T> KILN_HD std::array<T, 1> grad(T g, T out, T) const {
-    return {g * (math::lit<T>(1) - out * out)};
+    return {g * ((math::lit<T>(1) - out) * (math::lit<T>(1) + out))};
   }
 };
 struct asinh_op : unary_floating {
