@@ -286,6 +286,8 @@ TEST_CASE("a user's op gets gradients; gradcheck names the input and element tha
   CHECK_FALSE(bad);
   CAPTURE(bad.message);
   CHECK(bad.message.find("input 0, element [0]: analytical 10 vs numerical 14.99999") != std::string::npos);
+  // and the listing names it as kiln's own ops are named
+  CHECK(kiln::to_string(cube(x)).find("cube") != std::string::npos);
 }
 
 TEST_CASE("two threads differentiate at once on tapes of their own") {

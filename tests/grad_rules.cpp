@@ -95,6 +95,9 @@ struct rule {
   Op op;
   std::vector<std::array<double, N>> points;
 };
+// (Spelled out for Clang before 17, which deduces no aggregate's template arguments.)
+template <class Op, std::size_t N>
+rule(Op, std::vector<std::array<double, N>>) -> rule<Op, N>;
 
 using points1 = std::vector<std::array<double, 1>>;
 using points2 = std::vector<std::array<double, 2>>;

@@ -660,8 +660,15 @@ TEST_CASE_TEMPLATE("where lerp addcmul fma", T, float, double) {
     // In T: std::fma is exact, where a double fma rounded to float would round twice.
     check("fma", exact, call(kiln::fma), [](T x, T y, T z) { return std::fma(x, y, z); }, a, b, c);
     // torch.addcmul: a + value * t1 * t2, in T as PyTorch computes it (in double, value * t1
-    // would not underflow where T's does).
-    auto addcmul = [](double value) { return [=](T x, T y, T z) { return x + T(value) * y * z; }; };
+    // would not underflow where T's does). The product is its own statement, as it is in kiln's
+    // op: GCC fuses its last multiply and the add into an fma in both, Clang (which fuses only
+    // within one expression) in neither.
+    auto addcmul = [](double value) {
+      return [=](T x, T y, T z) {
+        T const product = T(value) * y * z;
+        return x + product;
+      };
+    };
     check("addcmul", ulps(1, 1),
           [](auto const& x, auto const& y, auto const& z) { return kiln::addcmul(x, y, z); }, addcmul(1), a, b,
           c);

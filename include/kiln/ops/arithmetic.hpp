@@ -282,7 +282,9 @@ struct clamp_op : op_base<3, op_kind::same> {
   }
 };
 // torch.addcmul: a + value * t1 * t2, in that order. Integers wrap; with integer tensors `value`
-// should be an integer (PyTorch requires one), it is converted to the tensors' type.
+// should be an integer (PyTorch requires one), it is converted to the tensors' type. In floating
+// point the last multiply and the add are one fma where the compiler fuses them: GCC does, Clang
+// does not (docs/architecture.md, "Tests").
 struct addcmul_op : op_base<3, op_kind::same> {
   static constexpr std::string_view name = "addcmul";
   double value = 1;
