@@ -2,8 +2,10 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.hpp>
 
+#include <array>
 #include <cmath>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -508,6 +510,70 @@ TEST_CASE("rows: leaf pointers step along the innermost outer dimension and rest
       for (int k = 0; k < n; ++k) want += double(M(i, k)) * double(col(i, 0));
       CHECK(sums(i) == doctest::Approx(want).epsilon(1e-5));
     }
+  }
+}
+
+TEST_CASE("rank-2 rows with broadcast leaves, at every row length and misalignment, in padded rows") {
+  // kiln::simd runs rank-2 rows that do not merge, each leaf contiguous or broadcast along them,
+  // without a plan (run_two_dimensional in eval/kernels.hpp); kiln::seq's plan is the reference.
+  using shape2 = std::array<kiln::index_t, 2>;
+  int const rows = 3;
+  auto const c = kiln::randn<float>({rows, 1}, 42);
+  for (int offset : {0, 1}) {
+    for (int n = 1; n <= 3 * float_lanes + 1; ++n) {
+      for (int pitch : {n, n + 3}) {  // contiguous rows, or rows further apart than their length
+        std::size_t const size = std::size_t(rows * pitch + offset + 1);
+        std::vector<float> in(size), out(size, -9.f);
+        for (std::size_t i = 0; i < size; ++i) in[i] = 0.125f * float(i % 29) - 1.5f;
+        auto const A = kiln::view(std::as_const(in).data() + offset, shape2{rows, n}, shape2{pitch, 1});
+        auto const b = kiln::randn<float>({n}, 41);
+        auto const r = kiln::randn<float>({1, n}, 43);
+        auto const e = kiln::relu(A + b) * c - r * 0.5f;
+        kiln::tensor<float, 2> ref = kiln::zeros<float>({rows, n});
+        kiln::eval(kiln::seq, ref, e);
+        kiln::eval(kiln::simd, kiln::view(out.data() + offset, shape2{rows, n}, shape2{pitch, 1}), e);
+        CAPTURE(offset);
+        CAPTURE(n);
+        CAPTURE(pitch);
+        for (int k = 0; k < int(size); ++k) {
+          int const i = (k - offset) / pitch, j = (k - offset) % pitch;
+          CAPTURE(k);
+          if (k >= offset && i < rows && j < n) CHECK(out[std::size_t(k)] == doctest::Approx(ref(i, j)));
+          else CHECK(out[std::size_t(k)] == -9.f);  // nothing written between or around the rows
+        }
+      }
+    }
+  }
+  SUBCASE("one flat row with a leaf broadcasting one element, extent-1 dimensions included") {
+    kiln::tensor<float, 0> const s = kiln::full<float>(kiln::extents<0>{}, -0.75f);
+    auto const one = kiln::full<float>({1, 1}, 2.f);
+    for (kiln::index_t r : {1, 2, 3})
+      for (kiln::index_t n = 1; n <= 2 * float_lanes + 1; ++n) {
+        auto const A = kiln::randn<float>({r, n}, 47);
+        auto const e = A * s + one;
+        kiln::tensor<float, 2> got = kiln::zeros<float>({r, n}), want = kiln::zeros<float>({r, n});
+        kiln::eval(kiln::simd, got, e);
+        kiln::eval(kiln::seq, want, e);
+        CAPTURE(r);
+        CAPTURE(n);
+        for (int i = 0; i < r; ++i)
+          for (int j = 0; j < n; ++j) CHECK(got(i, j) == doctest::Approx(want(i, j)));
+      }
+  }
+  SUBCASE("layouts the rows decline: a destination or a leaf strided along the rows") {
+    auto const A = kiln::randn<float>({5, 2 * float_lanes + 1}, 44);
+    auto const T = kiln::randn<float>({2 * float_lanes + 1, 5}, 45);
+    auto const At = kiln::transpose(T);
+    auto const col = kiln::randn<float>({5, 1}, 46);
+    kiln::tensor<float, 2> out = kiln::zeros<float>({5, 2 * float_lanes + 1});
+    out = A * col + At;
+    kiln::tensor<float, 2> outT = kiln::zeros<float>({2 * float_lanes + 1, 5});
+    kiln::transpose(outT) = A * col;
+    for (int i = 0; i < 5; ++i)
+      for (int j = 0; j < 2 * float_lanes + 1; ++j) {
+        CHECK(out(i, j) == doctest::Approx(A(i, j) * col(i, 0) + At(i, j)));
+        CHECK(outT(j, i) == doctest::Approx(A(i, j) * col(i, 0)));
+      }
   }
 }
 

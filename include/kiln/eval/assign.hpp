@@ -124,6 +124,18 @@ KILN_ALWAYS_INLINE void check_assignable(std::array<index_t, RE> const& shape, s
 template <class Policy, class T, int R, class Root>
 void run(Policy const& policy, tensor_view<T, R> const& dst, Root const& root) {
   using Ev = evaluator<Root, R>;
+  if constexpr (R == 2 && std::is_same_v<Policy, simd_policy>) {
+    Ev rows(root, dst.shape());  // its own evaluator: see run_two_dimensional
+    if (inline_tree<Ev>([&]() KILN_INLINE_LAMBDA { return run_two_dimensional(dst, rows); })) return;
+    // What remains reads every leaf in order (the contiguous loop) or with strides (the scalar one).
+    Ev ev(root, dst.shape());
+    loop_plan<R> const plan = make_plan<R>(dst.shape(), dst.strides(), ev);
+    if constexpr (large_tree<Ev>)
+      flattened([&] { run_rows(policy, plan, dst.data(), ev, std::false_type{}); });
+    else
+      run_rows(policy, plan, dst.data(), ev, std::false_type{});
+    return;
+  }
   Ev ev(root, dst.shape());
   loop_plan<R> const plan = make_plan<R>(dst.shape(), dst.strides(), ev);
   if constexpr (large_tree<Ev>)

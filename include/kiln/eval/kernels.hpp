@@ -87,8 +87,11 @@ KILN_ALWAYS_INLINE T* opaque(T* p) noexcept {
 // never leaves it, so the compiler knows the stores to the destination miss it. The evaluator is
 // then never copied whole, neither per assignment nor per row: for_each_row steps its leaves'
 // pointers in place and simd_row reads the few fields a row needs.
-template <int R, class T, class Ev>
-KILN_ALWAYS_INLINE void run_rows(simd_policy const& policy, loop_plan<R> const& plan, T* out, Ev& ev) {
+// `Mixed`: whether to compile the `mixed` loop; without it such plans take the scalar loop (run's
+// rank-2 plans, whose mixed reads run_two_dimensional has taken).
+template <int R, class T, class Ev, bool Mixed = true>
+KILN_ALWAYS_INLINE void run_rows(simd_policy const& policy, loop_plan<R> const& plan, T* out, Ev& ev,
+                                 std::bool_constant<Mixed> = {}) {
   using Node = typename Ev::node_type;
   out = opaque(out);
   if constexpr (!vectorizable<Node, T>) {
@@ -99,11 +102,77 @@ KILN_ALWAYS_INLINE void run_rows(simd_policy const& policy, loop_plan<R> const& 
     inner_reads const reads = plan.out_strides[plan.dims - 1] == 1 ? leaf_reads(plan, ev) : inner_reads::strided;
     if (reads == inner_reads::contiguous) {
       for_each_row(plan, ev, [&](index_t offset, auto const&) { simd_row<Lane, inner_mode::contiguous>(out + offset, n, ev); });
-    } else if (reads == inner_reads::mixed) {
+    } else if (Mixed && reads == inner_reads::mixed) {
       for_each_row(plan, ev, [&](index_t offset, auto const&) { simd_row<Lane, inner_mode::mixed>(out + offset, n, ev); });
     } else {
       Ev copy = ev;  // the scalar loop is a call: only the copy's address leaves this function
       run_rows(static_cast<seq_policy const&>(policy), plan, out, copy);
+    }
+  }
+}
+
+// Rank 2 under kiln::simd: everything the `mixed` row loop reads, without a plan. That is rows that
+// do not merge, the destination and each leaf contiguous or broadcast along them (the common
+// broadcasting case, W4's `relu(A + b) * c` with b [C] and c [R, 1]), and one flat row in which
+// some leaf broadcasts a single element (make_flat_plan's case, `A * s` with s a rank-0 tensor).
+// The same loop as run_rows over make_plan's plan, with the rows read straight from the
+// destination and each leaf stepping by its row stride. `ev` is a local of the caller that
+// nothing indexes by a run-time dimension, so the compiler keeps it in registers: the planner and
+// for_each_row index the general path's evaluator by run-time dimensions, which keeps that one in
+// memory, and at W4's 1K elements its stores were a sixth of the call. Returns false, having run
+// nothing, otherwise: the general path then takes the flat rows that read every leaf in order
+// (its `contiguous` loop) and reads with strides (the scalar loop), and never needs a `mixed`
+// loop of its own, so a rank-2 expression still compiles one loop of each kind.
+struct leaf_rows_readable {
+  index_t n;
+  bool& readable;
+  bool& mergeable;
+  template <class Leaf>
+  KILN_ALWAYS_INLINE void operator()(Leaf const& leaf) const noexcept {
+    readable = readable && (leaf.strides[1] == 1 || leaf.strides[1] == 0);
+    mergeable = mergeable && leaf.strides[0] == leaf.strides[1] * n;
+  }
+};
+// A flat row's leaf strides (make_flat_plan's, in dimension 0) as a rank-2 row's: rows = 1.
+template <std::size_t N>
+struct flat_row_strides {
+  leaf_strides<2, N> const& from;
+  std::size_t& k;
+  template <class Leaf>
+  KILN_ALWAYS_INLINE void operator()(Leaf& leaf) const noexcept { leaf.strides = {0, from[k++][0]}; }
+};
+template <class T, class Ev>
+KILN_ALWAYS_INLINE bool run_two_dimensional(tensor_view<T, 2> const& dst, Ev& ev) {
+  using Node = typename Ev::node_type;
+  if constexpr (!vectorizable<Node, T>) {
+    return false;
+  } else {
+    index_t rows = dst.extent(0), n = dst.extent(1), step = dst.strides()[0];
+    bool readable = dst.strides()[1] == 1 && rows > 1 && n > 1, mergeable = step == n;
+    visit_leaves(ev, leaf_rows_readable{n, readable, mergeable});
+    if (!readable || mergeable) {  // one flat row, if some leaf broadcasts a single element
+      constexpr std::size_t N = Ev::leaf_count;
+      leaf_strides<2, N> strides;
+      std::size_t k = 0;
+      visit_leaves(ev, gather_strides<2, N>{strides, k});
+      loop_plan<2> flat;
+      // (A single element plans with stride 0, which the general path's kernels read as strided:
+      // it runs there, in the scalar loop, as under kiln::par.)
+      if (!make_flat_plan<2>(dst.shape(), dst.strides(), strides, flat) || flat.out_strides[0] == 0) return false;
+      bool splat = false;
+      for (auto const& s : strides) splat = splat || s[0] == 0;
+      if (!splat) return false;
+      k = 0;
+      visit_leaves(ev, flat_row_strides<N>{strides, k});
+      rows = 1, n = flat.shape[0];
+    }
+    using Lane = lane_t<Node>;
+    T* const out = opaque(dst.data());
+    visit_leaves(ev, start_leaf_rows<2>{plan_strides<2>{}, 1});
+    for (index_t r = 0;;) {
+      simd_row<Lane, inner_mode::mixed>(out + r * step, n, ev);
+      if (++r == rows) return true;
+      visit_leaves(ev, next_leaf_rows{0});
     }
   }
 }
