@@ -75,10 +75,10 @@ struct var_node {
 // the var's adjoint through node(). The leaf's owner is the node, which keeps the var alive on
 // the tape (one shared pointer per leaf, copied with the tree).
 template <class T, int R>
-class var_leaf : public leaf<T, R> {
+class var_leaf : public owned_leaf<T, R> {
  public:
   explicit var_leaf(std::shared_ptr<detail::var_node<T, R>> const& node)
-      : leaf<T, R>(tensor_view<T const, R>(node->value), node), node_(node.get()) {}
+      : owned_leaf<T, R>(tensor_view<T const, R>(node->value), node), node_(node.get()) {}
 
   detail::var_node<T, R>& node() const noexcept { return *node_; }
 

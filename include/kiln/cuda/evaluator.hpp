@@ -92,6 +92,11 @@ struct evaluator<cuda_tensor<T, LR>, R> {
 
 // A tensor in device memory, its strides broadcast to the output's shape.
 template <class T, int LR, int R>
+struct device_evaluator<owned_leaf<T, LR>, R> : device_evaluator<leaf<T, LR>, R> {
+  using device_evaluator<leaf<T, LR>, R>::device_evaluator;
+};
+
+template <class T, int LR, int R>
 struct device_evaluator<cuda_tensor<T, LR>, R> {
   using node_type = cuda_tensor<T, LR>;
   using value_type = T;

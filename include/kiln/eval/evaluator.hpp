@@ -126,6 +126,13 @@ struct evaluator<leaf<T, LeafRank>, R> {
   T splat{};  // the row's element when the leaf is broadcast along it
 };
 
+// An owned leaf reads as any leaf.
+template <class T, int LeafRank, int R>
+struct evaluator<owned_leaf<T, LeafRank>, R> : evaluator<leaf<T, LeafRank>, R> {
+  using node_type = owned_leaf<T, LeafRank>;
+  using evaluator<leaf<T, LeafRank>, R>::evaluator;
+};
+
 template <class T, int R>
 struct evaluator<constant<T>, R> {
   using node_type = constant<T>;

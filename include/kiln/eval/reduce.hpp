@@ -62,7 +62,7 @@ template <class Policy, class Node>
 auto evaluate_boundary(Policy const& policy, Node const& node) {
   tensor<typename Node::value_type, Node::rank> result(node.shape(), uninitialized);
   if (result.size() != 0) materialize(policy, result.view(), node);
-  return leaf<typename Node::value_type, Node::rank>(std::move(result));
+  return owned_leaf<typename Node::value_type, Node::rank>(std::move(result));
 }
 
 // The tree with every boundary replaced by a leaf over its evaluated result.

@@ -118,7 +118,7 @@ auto as_node(X&& x) {
     using T = typename D::value_type;
     constexpr bool whole = std::is_same_v<D, tensor<T, D::rank>>;
     if constexpr (whole && !std::is_lvalue_reference_v<X>)
-      return leaf<T, D::rank>(std::move(x));
+      return owned_leaf<T, D::rank>(std::move(x));
     else
       return leaf<T, D::rank>(tensor_view<T const, D::rank>(x), whole);
   } else {
