@@ -78,6 +78,12 @@ struct device_evaluator<leaf<T, LR>, R> {
   }
 };
 
+// An rvalue host tensor in the expression: the same error.
+template <class T, int LR, int R>
+struct device_evaluator<owned_leaf<T, LR>, R> : device_evaluator<leaf<T, LR>, R> {
+  using device_evaluator<leaf<T, LR>, R>::device_evaluator;
+};
+
 // The other way round: a host loop (a CPU policy, or a host tensor's assignment) over device memory.
 template <class T, int LR, int R>
 struct evaluator<cuda_tensor<T, LR>, R> {
@@ -91,11 +97,6 @@ struct evaluator<cuda_tensor<T, LR>, R> {
 };
 
 // A tensor in device memory, its strides broadcast to the output's shape.
-template <class T, int LR, int R>
-struct device_evaluator<owned_leaf<T, LR>, R> : device_evaluator<leaf<T, LR>, R> {
-  using device_evaluator<leaf<T, LR>, R>::device_evaluator;
-};
-
 template <class T, int LR, int R>
 struct device_evaluator<cuda_tensor<T, LR>, R> {
   using node_type = cuda_tensor<T, LR>;
