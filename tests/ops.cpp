@@ -829,9 +829,9 @@ TEST_CASE("float tanh, sigmoid and exp at their edges") {
 }
 
 // kiln's float exp scales by adding k to the exponent field (its fast path) in batches whose lanes
-// all have |x| <= 86.5, and by two products otherwise: whole batches (and a tail) at each end of
-// that range, on either side of it, and at the ends of the k = round(x / ln 2) in [-125, 127] for
-// which the fast path would still be exact, against the correctly rounded value.
+// all have |x| <= 86.5, and by two products otherwise: whole batches (and a tail) on either side
+// of each end of that range, and on either side of where k = round(x / ln 2) leaves [-125, 127]
+// (the fast path's add would stop being exact there), against the correctly rounded value.
 TEST_CASE("float exp: whole batches at the ends of its fast path's range") {
   using F = float;
   for (double x : {86.5, 86.500008, -86.5, -86.500008, 88.0, 88.37, 88.3762, 88.3763, 88.72, -86.98, -86.9899, -86.99,
