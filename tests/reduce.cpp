@@ -1156,6 +1156,37 @@ TEST_CASE("softmax and log_softmax along every dimension, seq and simd, against 
     }
   }
 
+  // A producer whose rows are read in the mixed mode (c [R, 1] broadcasts along the row, b [C]
+  // is contiguous in it): the formula's values under both policies. (Not the bits of the
+  // materialized producer's softmax: fused, the product and the shift by the maximum may become
+  // one multiply-add.)
+  {
+    index_t const cols = 2 * float_lanes + 3;
+    auto const A = kiln::randn<float>({5, cols}, 10);
+    auto const b = kiln::randn<float>({cols}, 11);
+    auto const c = kiln::randn<float>({5, 1}, 12);
+    kiln::tensor<float, 2> const x = kiln::relu(A + b) * c;
+    for (bool log : {false, true}) {
+      CAPTURE(log);
+      dense const want = softmax_ref(to_dense(x), 1, log);
+      kiln::tensor<float, 2> fused(x.shape()), fused_seq(x.shape());
+      if (log) {
+        kiln::eval(kiln::simd, fused, kiln::log_softmax(kiln::relu(A + b) * c, 1));
+        kiln::eval(kiln::seq, fused_seq, kiln::log_softmax(kiln::relu(A + b) * c, 1));
+      } else {
+        kiln::eval(kiln::simd, fused, kiln::softmax(kiln::relu(A + b) * c, 1));
+        kiln::eval(kiln::seq, fused_seq, kiln::softmax(kiln::relu(A + b) * c, 1));
+      }
+      dense const got = to_dense(fused), got_seq = to_dense(fused_seq);
+      for (std::size_t i = 0; i < want.values.size(); ++i) {
+        CAPTURE(i);
+        double const tol = 1e-5 * (std::abs(want.values[i]) + 1e-3);
+        CHECK(close(got.values[i], want.values[i], tol));
+        CHECK(close(got_seq.values[i], want.values[i], tol));
+      }
+    }
+  }
+
   // Integer inputs give float, as in PyTorch.
   static_assert(std::is_same_v<decltype(kiln::softmax(kiln::tensor<std::int32_t, 2>{}, 1))::value_type, float>);
 }

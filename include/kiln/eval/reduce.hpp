@@ -843,6 +843,19 @@ void softmax_plan_rows(Policy const&, loop_plan<R> const& plan, Ev& ev, T* row) 
                           std::is_same_v<lane_t<X>, T>;
   inner_reads const reads = vector ? leaf_reads(plan, ev) : inner_reads::strided;
   auto each_row = [&]<inner_mode Mode>(std::integral_constant<inner_mode, Mode>) {
+    // A row written through step f: in the mixed mode from a copy of the leaves with fresh inner
+    // strides, so that GCC can split the row's loop on each leaf's test (fresh_inner_stride; it
+    // does for log_softmax, 4-6% faster over relu(A + b) * c; softmax's exp leaves the loop above
+    // its size limit, which still splits it on one leaf).
+    auto write_row = [&](auto const& f) {
+      if constexpr (Mode == inner_mode::mixed) {
+        Ev local = ev;
+        visit_leaves(local, fresh_inner_stride{});
+        simd_row<T, Mode>(row, n, mapped_evaluator{local, f});
+      } else {
+        simd_row<T, Mode>(row, n, mapped_evaluator{ev, f});
+      }
+    };
     for_each_row(plan, ev, [&](index_t, auto const&) {
       auto fold_with = [&]<class Op>(Op, auto const& source) {
         if constexpr (vector)
@@ -853,22 +866,22 @@ void softmax_plan_rows(Policy const&, loop_plan<R> const& plan, Ev& ev, T* row) 
       if constexpr (Log) {
         using std::log;
         T const log_sum = log(fold_with(ops::sum_red{}, mapped_evaluator{ev, shifted_exp<T>{m}}));
-        mapped_evaluator const out{ev, log_softmax_of<T>{m, log_sum}};
+        log_softmax_of<T> const out{m, log_sum};
         if constexpr (vector)
-          if (reads != inner_reads::strided) return simd_row<T, Mode>(row, n, out), void(row += n);
-        for (index_t i = 0; i < n; ++i) row[i] = out.scalar(i);
+          if (reads != inner_reads::strided) return write_row(out), void(row += n);
+        for (index_t i = 0; i < n; ++i) row[i] = out(ev.scalar(i));
       } else {
         // exp(x - m) is stored while it is summed, then scaled in place: one exp per element.
-        mapped_evaluator const e{ev, shifted_exp<T>{m}};
+        shifted_exp<T> const e{m};
         T s = 0;
         if constexpr (vector) {
           if (reads != inner_reads::strided) {
-            simd_row<T, Mode>(row, n, e);
+            write_row(e);
             s = fold_row_simd<ops::sum_red, T, inner_mode::contiguous>(contiguous_row{row}, n);
           }
         }
         if (!vector || reads == inner_reads::strided)
-          for (index_t i = 0; i < n; ++i) s += (row[i] = e.scalar(i));
+          for (index_t i = 0; i < n; ++i) s += (row[i] = e(ev.scalar(i)));
         scale_row(row, n, T(1) / s);  // as PyTorch: one division per row, then multiplications
       }
       row += n;
