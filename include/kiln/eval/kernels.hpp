@@ -78,7 +78,7 @@ KILN_ALWAYS_INLINE void simd_row(T* row, index_t n, Ev const& shared) {
   // mixed mode's per-leaf stride tests out of the loop. When `shared` is itself a local that never
   // escapes (run_rows below), the copy costs nothing: it becomes the few fields the row reads.
   Ev ev = shared;
-  if constexpr (Mode == inner_mode::mixed && requires { Ev::is_leaf; })  // (not softmax's steps)
+  if constexpr (Mode == inner_mode::mixed && requires { Ev::is_leaf; })  // (softmax_plan_rows takes it for its steps)
     visit_leaves(ev, fresh_inner_stride{});
   constexpr index_t W = simd_detail::batch<Lane>::size;
   index_t i = 0;
