@@ -125,6 +125,24 @@ TEST_CASE("empty and single-element tensors") {
   kiln::tensor<double, 0> scalar;
   scalar = kiln::exp(scalar + 1.0);
   CHECK(scalar() == doctest::Approx(std::exp(1.0)));
+
+  // Rows of no elements under a non-empty outer dimension, through every loop that steps rows
+  // (the leaves read each row's first element, so no loop may start an empty row).
+  auto none = kiln::zeros<float>({3, 0});
+  auto col = kiln::ones<float>({3, 1});
+  kiln::tensor<float, 2> broadcast = kiln::relu(none + col) * col;
+  CHECK(broadcast.shape() == kiln::extents<2>{3, 0});
+  kiln::eval(kiln::seq, broadcast, none * col);
+  kiln::eval(kiln::par, broadcast, none * col);
+  CHECK(kiln::eval(kiln::sum(none * col, kiln::axes<1>)).shape() == kiln::extents<1>{3});
+  CHECK(kiln::eval(kiln::sum(none * col, kiln::axes<1>))(2) == 0.f);
+  CHECK(kiln::eval(kiln::softmax(none * col, 1)).shape() == kiln::extents<2>{3, 0});
+  CHECK(kiln::eval(kiln::log_softmax(none + col, 1)).shape() == kiln::extents<2>{3, 0});
+  auto const [loss, g] = kiln::value_and_grad([](auto const& x, auto const& c) { return kiln::sum(kiln::relu(x * c)); },
+                                              none, col);
+  CHECK(loss == 0.f);
+  CHECK(std::get<0>(g).shape() == kiln::extents<2>{3, 0});
+  CHECK(std::get<1>(g)(1, 0) == 0.f);
 }
 
 TEST_CASE("strided, transposed, reversed and expanded operands") {

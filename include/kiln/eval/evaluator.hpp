@@ -79,12 +79,16 @@ struct evaluator<leaf<T, LeafRank>, R> {
     std::copy(s.begin(), s.end(), strides.begin());
   }
 
-  // Points the leaf at the row of the plan's outer indices `index` (planned strides).
+  // Points the leaf at the row of the plan's outer indices `index` (planned strides). The row's
+  // first element is copied to `splat`, whatever the stride: the mixed loop's batches read it when
+  // the leaf is broadcast along the row (read once per row, as a store to the destination could
+  // alias it for all the compiler knows). No loop runs an empty row, so the element is always
+  // there; testing the stride first cost a branch per leaf per row (W4 4-9% at 1K on Zen 5).
   void start_row(plan_strides<R> const& index, int outer_dims) noexcept {
     row = base;
     for (int d = 0; d < outer_dims; ++d) row += index[d] * strides[d];
     inner = strides[outer_dims];
-    if (inner == 0) splat = *row;  // read once per row: a store to the destination may alias it
+    splat = *row;
   }
   // Moves to the next row along outer dimension d, the innermost one (for_each_row's common step).
   // For a plan of one row for_each_row names d = -1 here but never steps; GCC's
@@ -96,7 +100,7 @@ struct evaluator<leaf<T, LeafRank>, R> {
 #endif
   void next_row(int d) noexcept {
     row += strides[d];
-    if (inner == 0) splat = *row;
+    splat = *row;
   }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

@@ -210,9 +210,11 @@ struct next_leaf_rows {
 // `index` holds the outer dimensions' indices and `offset` the destination's element offset of the
 // row, after pointing every leaf at it. Along the innermost outer dimension (every row but the
 // first, in 2-D) the offset and the leaves' row pointers only step by that dimension's strides;
-// the first row and each carry into a further dimension compute them from the indices.
+// the first row and each carry into a further dimension compute them from the indices. A plan of
+// empty rows runs nothing (the leaves read each row's first element, evaluator.hpp).
 template <int R, class Ev, class Body>
 KILN_ALWAYS_INLINE void for_each_row(loop_plan<R> const& plan, Ev& ev, Body&& body) {
+  if (plan.shape[plan.dims - 1] == 0) return;  // empty rows: nothing to run, no first element to read
   int const outer = plan.dims - 1;
   int const last = outer - 1;  // the innermost outer dimension; -1 when the plan is one row
   index_t const rows = outer > 0 ? plan.shape[last] : 1;
