@@ -27,6 +27,16 @@
 #define KILN_INLINE_LAMBDA
 #endif
 
+// KILN_UNROLL(n) before a loop: unroll it n times (a literal n), where the compiler takes the hint.
+#define KILN_PRAGMA(text) _Pragma(#text)
+#if defined(__CUDACC__) || defined(__clang__)
+#define KILN_UNROLL(n) KILN_PRAGMA(unroll n)
+#elif defined(__GNUC__)
+#define KILN_UNROLL(n) KILN_PRAGMA(GCC unroll n)
+#else
+#define KILN_UNROLL(n)
+#endif
+
 // KILN_HD, always inlined: the call operators of the non-arithmetic ops and the members of the
 // reductions, which a fused loop calls once per batch. Left to its heuristics, GCC keeps them out
 // of line once the function or the translation unit has spent its inlining budget: at -O2, or at

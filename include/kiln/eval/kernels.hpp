@@ -70,6 +70,16 @@ struct fresh_inner_stride {
   }
 };
 
+// Whether simd_row unrolls its loop (four batches per step): for trees of a few nodes, whose
+// batches cost a few instructions each, so that the loop's own compare and branch are a large part
+// of them (W4's relu(A + b) * c, W1). A larger tree's body is long enough without, and unrolled it
+// would cost compile time and code for no gain.
+inline constexpr std::size_t unrolled_nodes = 8;
+template <class Ev>
+inline constexpr bool unrolled_rows = false;
+template <class Node, int R>
+inline constexpr bool unrolled_rows<evaluator<Node, R>> = subtree_nodes<evaluator<Node, R>> <= unrolled_nodes;
+
 // One row through the vector code.
 template <class Lane, inner_mode Mode, class T, class Ev>
 KILN_ALWAYS_INLINE void simd_row(T* row, index_t n, Ev const& shared) {
@@ -82,7 +92,12 @@ KILN_ALWAYS_INLINE void simd_row(T* row, index_t n, Ev const& shared) {
     visit_leaves(ev, fresh_inner_stride{});
   constexpr index_t W = simd_detail::batch<Lane>::size;
   index_t i = 0;
-  for (; i + W <= n; i += W) ev.template packet<Lane, Mode, false>(i, W).store_unaligned(row + i);
+  if constexpr (unrolled_rows<Ev>) {
+    KILN_UNROLL(4)
+    for (; i + W <= n; i += W) ev.template packet<Lane, Mode, false>(i, W).store_unaligned(row + i);
+  } else {
+    for (; i + W <= n; i += W) ev.template packet<Lane, Mode, false>(i, W).store_unaligned(row + i);
+  }
   if (i < n) {  // the tail runs through the same vector code on a zero-padded batch
     alignas(storage_alignment) T buffer[W];
     ev.template packet<Lane, Mode, true>(i, n - i).store_unaligned(buffer);
