@@ -83,7 +83,8 @@ struct evaluator<leaf<T, LeafRank>, R> {
   // first element is copied to `splat`, whatever the stride: the mixed loop's batches read it when
   // the leaf is broadcast along the row (read once per row, as a store to the destination could
   // alias it for all the compiler knows). No loop runs an empty row, so the element is always
-  // there; testing the stride first cost a branch per leaf per row (W4 4-9% at 1K on Zen 5).
+  // there; testing the stride first cost a branch per leaf per row (on Zen 5, W4 at 1K 13% in a
+  // program of W4 alone, within noise in bench/ab; 4-9% together with simd_row's unrolling).
   void start_row(plan_strides<R> const& index, int outer_dims) noexcept {
     row = base;
     for (int d = 0; d < outer_dims; ++d) row += index[d] * strides[d];
