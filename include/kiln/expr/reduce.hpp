@@ -80,7 +80,14 @@ class reduction {
   // `normalized`: the axes are known to be in range, sorted and distinct (compile-time axes, which
   // static_asserts have checked), and are not checked again.
   reduction(Op op, Arg arg, std::array<int, N> const& axes, bool normalized = false)
-      : op_(op), arg_(std::move(arg)), axes_(normalized ? axes : detail::normalize_axes<N>(axes, Arg::rank, Op::name)) {
+      : reduction(op, detail::operands_t<void>{}, std::move(arg), axes, normalized) {}
+  // From the user's operand (as map's): the argument is built where it is stored, not passed by
+  // value and copied there, which stored W6's two leaves six times instead of four.
+  template <class X>
+  reduction(Op op, detail::operands_t<void>, X&& x, std::array<int, N> const& axes, bool normalized = false)
+      : op_(op),
+        arg_(detail::as_node<void>(std::forward<X>(x))),
+        axes_(normalized ? axes : detail::normalize_axes<N>(axes, Arg::rank, Op::name)) {
     auto const& in = arg_.shape();
     index_t reduced = 1;
     for (int d = 0, o = 0, k = 0; d < Arg::rank; ++d) {
@@ -140,7 +147,11 @@ class softmax_node {
   static constexpr bool is_materialized = true;
   static constexpr std::string_view name = Log ? "log_softmax" : "softmax";
 
-  softmax_node(Arg arg, int dim) : arg_(std::move(arg)), dim_(detail::normalize_axes<1>({dim}, Arg::rank, name)[0]) {}
+  softmax_node(Arg arg, int dim) : softmax_node(detail::operands_t<void>{}, std::move(arg), dim) {}
+  // From the user's operand, built where it is stored (as reduction's).
+  template <class X>
+  softmax_node(detail::operands_t<void>, X&& x, int dim)
+      : arg_(detail::as_node<void>(std::forward<X>(x))), dim_(detail::normalize_axes<1>({dim}, Arg::rank, name)[0]) {}
 
   Arg const& arg() const noexcept { return arg_; }
   int dim() const noexcept { return dim_; }
@@ -232,7 +243,7 @@ struct reduction_fn {
     else
       static_assert(!(std::is_same_v<Opt, correction> || ...), "kiln: only var and std take a correction");
     using Arg = decltype(detail::as_node<void>(std::forward<X>(x)));
-    return reduction<Op, Arg, int(N), keep>(op, detail::as_node<void>(std::forward<X>(x)), a, normalized);
+    return reduction<Op, Arg, int(N), keep>(op, detail::operands_t<void>{}, std::forward<X>(x), a, normalized);
   }
   template <class O>
   static double as_correction(O const& o) {
@@ -261,12 +272,12 @@ inline constexpr reduction_fn<ops::logsumexp_red> logsumexp{};
 template <expression X>
 auto softmax(X&& x, int dim) {
   using Arg = decltype(detail::as_node<void>(std::forward<X>(x)));
-  return softmax_node<Arg, false>(detail::as_node<void>(std::forward<X>(x)), dim);
+  return softmax_node<Arg, false>(detail::operands_t<void>{}, std::forward<X>(x), dim);
 }
 template <expression X>
 auto log_softmax(X&& x, int dim) {
   using Arg = decltype(detail::as_node<void>(std::forward<X>(x)));
-  return softmax_node<Arg, true>(detail::as_node<void>(std::forward<X>(x)), dim);
+  return softmax_node<Arg, true>(detail::operands_t<void>{}, std::forward<X>(x), dim);
 }
 
 }  // namespace kiln
