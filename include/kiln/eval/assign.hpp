@@ -160,6 +160,14 @@ void assign(Policy const& policy, tensor_view<T, R> const& dst, E const& e, dest
     assign_node(policy, dst, e, kind);
 }
 
+// A boundary evaluated into a temporary, then copied into dst. A call of its own: inline, the
+// temporary made assign_node save six registers and align a stack frame on every call, where its
+// direct case alone saves two and tail-calls the fold (W6 at 1K elements: 0.4 ns).
+template <class Policy, class T, int R, class Root>
+[[gnu::noinline]] void run_lowered(Policy const& policy, tensor_view<T, R> const& dst, Root const& root) {
+  run(policy, dst, lower(policy, root));
+}
+
 // assign, once the shapes are checked, for a node (not a tensor or view).
 template <class Policy, class T, int R, class Root>
 void assign_node(Policy const& policy, tensor_view<T, R> const& dst, Root const& root, destination kind) {
@@ -175,7 +183,7 @@ void assign_node(Policy const& policy, tensor_view<T, R> const& dst, Root const&
       });
       if (direct) return materialize(policy, dst, root);
     }
-    run(policy, dst, lower(policy, root));
+    run_lowered(policy, dst, root);
   } else if constexpr (contains_materialized<Root>::value) {
     assign_node(policy, dst, lower(policy, root), kind);
   } else if (needs_temporary(dst, root, kind)) {

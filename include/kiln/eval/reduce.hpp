@@ -660,14 +660,12 @@ KILN_ALWAYS_INLINE bool fold_contiguous_rows(Policy const&, tensor_view<A, R> co
   }
 }
 
-// dst (the reduction's shape) = fold of `arg` over `axes` with Op.
+// fold's planned case: any axes, strides and broadcasts.
 template <class Op, class Policy, class A, int R, class Arg, std::size_t N, bool Keep>
-void fold(Policy const& policy, tensor_view<A, R> const& dst, Arg const& arg, std::array<int, N> const& axes,
-          std::bool_constant<Keep>) {
+[[gnu::noinline]] void fold_planned(Policy const& policy, tensor_view<A, R> const& dst, Arg const& arg,
+                                    std::array<int, N> const& axes, std::bool_constant<Keep>) {
   constexpr int RA = Arg::rank;
   auto const fill = [&] { std::fill_n(dst.data(), dst.size(), Op::template identity<A>()); };
-  if (element_count<RA>(arg.shape()) == 0) return fill();
-  if (fold_contiguous_rows<Op>(policy, dst, arg, axes)) return;
   evaluator<Arg, RA> ev(arg, arg.shape());
   loop_plan<RA> plan;
   index_t group = 1;
@@ -679,6 +677,19 @@ void fold(Policy const& policy, tensor_view<A, R> const& dst, Arg const& arg, st
     group = group_reduced_rows(plan, ev);
   }
   fold_plan<Op>(policy, plan, ev, dst.data(), group);
+}
+
+// dst (the reduction's shape) = fold of `arg` over `axes` with Op: the common case here, the
+// planned one a call of its own (one function with both took W6 at 1K elements 0.9 ns longer,
+// 20.4 against 19.5: the common case shared its registers and frame with the general one's
+// evaluator, plan and loops).
+template <class Op, class Policy, class A, int R, class Arg, std::size_t N, bool Keep>
+void fold(Policy const& policy, tensor_view<A, R> const& dst, Arg const& arg, std::array<int, N> const& axes,
+          std::bool_constant<Keep> keep) {
+  if (element_count<Arg::rank>(arg.shape()) == 0)
+    return void(std::fill_n(dst.data(), dst.size(), Op::template identity<A>()));
+  if (fold_contiguous_rows<Op>(policy, dst, arg, axes)) return;
+  fold_planned<Op>(policy, dst, arg, axes, keep);
 }
 
 // dst = index of the best element over `axes`, in row-major order over the reduced dimensions.
