@@ -97,10 +97,8 @@ struct evaluator<var_leaf<T, LeafRank>, R> : evaluator<leaf<T, LeafRank>, R> {
     }
     T* const at = adjoint_row + r.i;
     if constexpr (Tail) {
-      alignas(storage_alignment) T buffer[B::size] = {};
-      std::copy_n(at, r.n, buffer);
-      (mode == adjoint_mode::overwrite ? g : B::load_aligned(buffer) + g).store_aligned(buffer);
-      std::copy_n(buffer, r.n, at);
+      std::size_t const n = std::size_t(r.n);
+      simd_detail::store_partial(at, mode == adjoint_mode::overwrite ? g : simd_detail::load_partial<B>(at, n) + g, n);
     } else {
       (mode == adjoint_mode::overwrite ? g : B::load_unaligned(at) + g).store_unaligned(at);
     }

@@ -116,9 +116,7 @@ struct evaluator<leaf<T, LeafRank>, R> {
     using B = std::conditional_t<std::is_same_v<T, bool>, simd_detail::batch_bool<Lane>, simd_detail::batch<T>>;
     if (Mode == inner_mode::mixed && inner == 0) return B(splat);
     if constexpr (Tail) {
-      alignas(storage_alignment) T buffer[simd_detail::batch<Lane>::size] = {};
-      std::copy_n(row + i, n, buffer);
-      return B::load_unaligned(buffer);
+      return simd_detail::load_partial<B>(row + i, std::size_t(n));
     } else {
       return B::load_unaligned(row + i);
     }

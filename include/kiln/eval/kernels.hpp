@@ -101,11 +101,8 @@ KILN_ALWAYS_INLINE void simd_row(T* row, index_t n, Ev const& shared) {
   } else {
     for (; i + W <= n; i += W) ev.template packet<Lane, Mode, false>(i, W).store_unaligned(row + i);
   }
-  if (i < n) {  // the tail runs through the same vector code on a zero-padded batch
-    alignas(storage_alignment) T buffer[W];
-    ev.template packet<Lane, Mode, true>(i, n - i).store_unaligned(buffer);
-    std::copy_n(buffer, n - i, row + i);
-  }
+  if (i < n)  // the tail runs through the same vector code on a zero-padded batch
+    simd_detail::store_partial(row + i, ev.template packet<Lane, Mode, true>(i, n - i), std::size_t(n - i));
 }
 
 // The pointer, with what the compiler knows of the object behind it forgotten. When a small array

@@ -249,11 +249,11 @@ void fold_into_row_simd(Ev const& shared, A* out, index_t n) {
       Op::combine(B::load_unaligned(out + i), Op::template prepare<B>(ev.template packet<A, Mode, false>(i, W)))
           .store_unaligned(out + i);
     if (i < n) {
-      alignas(storage_alignment) A buffer[W] = {};
-      std::copy_n(out + i, n - i, buffer);
-      Op::combine(B::load_aligned(buffer), Op::template prepare<B>(ev.template packet<A, Mode, true>(i, n - i)))
-          .store_aligned(buffer);
-      std::copy_n(buffer, n - i, out + i);
+      std::size_t const tail = std::size_t(n - i);
+      simd_detail::store_partial(out + i,
+                                 Op::combine(simd_detail::load_partial<B>(out + i, tail),
+                                             Op::template prepare<B>(ev.template packet<A, Mode, true>(i, n - i))),
+                                 tail);
     }
   });
 }
@@ -802,9 +802,7 @@ struct contiguous_row {
   KILN_ALWAYS_INLINE auto packet(index_t i, index_t n) const {
     using B = simd_detail::batch<T>;
     if constexpr (Tail) {
-      alignas(storage_alignment) T buffer[B::size] = {};
-      std::copy_n(data + i, n, buffer);
-      return B::load_aligned(buffer);
+      return simd_detail::load_partial<B>(data + i, std::size_t(n));
     } else {
       return B::load_unaligned(data + i);
     }
