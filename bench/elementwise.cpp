@@ -11,6 +11,8 @@
 //   W1  z = 2.5 x + y
 //   W2  z = tanh(0.7 x + 0.1) * sigmoid(y) + exp(-x*x)
 //   W4  out = relu(A + b) * c,  A [N/256, 256], b [256], c [N/256, 1], row-major
+//   W4t W4 with rows of 255: A [N/256, 255], b [255]; every row ends in a partial batch (its times
+//       per element divide by N, 256/255 of the elements)
 //
 // Math used by each implementation (W2):
 //   sigmoid: kiln, scalar and xsimd use the stable form (kiln's own formula):
@@ -115,9 +117,12 @@ void w2_eigen(w2_data& d) {
 
 // --- W4: out = relu(A + b) * c ---------------------------------------------------------------
 
+// Cols: the row length, 256 for W4, 255 for W4t (every row ends in a partial batch).
+template <index_t Cols>
 struct w4_data {
+  static constexpr index_t kCols = Cols;
   explicit w4_data(index_t n)
-      : rows(n / kCols),
+      : rows(n / 256),
         A(kiln::randn<float>({rows, kCols}, 401)), b(kiln::randn<float>({kCols}, 402)),
         c(kiln::randn<float>({rows, 1}, 403)), out(kiln::zeros<float>({rows, kCols})),
         out_eigen(kiln::zeros<float>({rows, kCols})), eA(A.data(), rows, kCols), eb(b.data(), kCols),
@@ -136,9 +141,11 @@ struct w4_data {
   std::int64_t bytes() const { return (2 * n() + kCols + rows) * std::int64_t(sizeof(float)); }
 };
 
-void w4_kiln(w4_data& d) { d.out = kiln::relu(d.A + d.b) * d.c; }
+template <index_t kCols>
+void w4_kiln(w4_data<kCols>& d) { d.out = kiln::relu(d.A + d.b) * d.c; }
 
-void w4_scalar(w4_data& d) {
+template <index_t kCols>
+void w4_scalar(w4_data<kCols>& d) {
   float const* __restrict A = d.A.data();
   float const* __restrict b = d.b.data();
   float const* __restrict c = d.c.data();
@@ -154,7 +161,8 @@ void w4_scalar(w4_data& d) {
   }
 }
 
-void w4_xsimd(w4_data& d) {
+template <index_t kCols>
+void w4_xsimd(w4_data<kCols>& d) {
   float const* A = d.A.data();
   float const* b = d.b.data();
   float const* c = d.c.data();
@@ -175,14 +183,16 @@ void w4_xsimd(w4_data& d) {
 // Replicate becomes plain packet loads of eb, the column-vector one a per-row broadcast of ec) and
 // it measured faster than the explicit row loop below, which is kept as W4/eigen_rowloop so the
 // choice can be re-checked on another machine.
-void w4_eigen(w4_data& d) { d.eout = (d.eA.rowwise() + d.eb).max(0.f).colwise() * d.ec; }
-void w4_eigen_rowloop(w4_data& d) {
+template <index_t kCols>
+void w4_eigen(w4_data<kCols>& d) { d.eout = (d.eA.rowwise() + d.eb).max(0.f).colwise() * d.ec; }
+void w4_eigen_rowloop(w4_data<256>& d) {
   for (index_t r = 0; r < d.rows; ++r) d.eout.row(r) = (d.eA.row(r) + d.eb).max(0.f) * d.ec(r);
 }
 
 void (*const w1_fns[4])(w1_data&) = {w1_kiln, w1_scalar, w1_xsimd, w1_eigen};
 void (*const w2_fns[4])(w2_data&) = {w2_kiln, w2_scalar, w2_xsimd, w2_eigen};
-void (*const w4_fns[4])(w4_data&) = {w4_kiln, w4_scalar, w4_xsimd, w4_eigen};
+template <index_t Cols>
+void (*const w4_fns[4])(w4_data<Cols>&) = {w4_kiln<Cols>, w4_scalar<Cols>, w4_xsimd<Cols>, w4_eigen<Cols>};
 
 }  // namespace
 
@@ -194,19 +204,22 @@ int main(int argc, char** argv) {
       ok = verify("W1", n, w1_fns, [](w1_data const& d, impl i) { return d.out(i); }) && ok;
       ok = verify("W2", n, w2_fns, [](w2_data const& d, impl i) { return d.out(i); }) && ok;
     }
-    ok = verify("W4", 3 * kCols, w4_fns, [](w4_data const& d, impl i) { return d.result(i); }) && ok;
+    auto w4_out = [](auto const& d, impl i) { return d.result(i); };
+    ok = verify("W4", 3 * 256, w4_fns<256>, w4_out) && ok;
+    ok = verify("W4t", 3 * 256, w4_fns<255>, w4_out) && ok;
     for (index_t n : kSizes) {
       ok = verify("W1", n, w1_fns, [](w1_data const& d, impl i) { return d.out(i); }) && ok;
       ok = verify("W2", n, w2_fns, [](w2_data const& d, impl i) { return d.out(i); }) && ok;
-      ok = verify("W4", n, w4_fns, [](w4_data const& d, impl i) { return d.result(i); },
-                  {{"eigen_rowloop", w4_eigen_rowloop}}) && ok;
+      ok = verify("W4", n, w4_fns<256>, w4_out, {{"eigen_rowloop", w4_eigen_rowloop}}) && ok;
+      ok = verify("W4t", n, w4_fns<255>, w4_out) && ok;
     }
     return ok;
   };
-  return bench_main(argc, argv, "all implementations agree with the scalar loop (W1, W2, W4 at every N)", verify_all, [] {
+  return bench_main(argc, argv, "all implementations agree with the scalar loop (W1, W2, W4, W4t at every N)", verify_all, [] {
     register_workload("W1", w1_fns);
     register_workload("W2", w2_fns);
-    register_workload("W4", w4_fns);
-    register_extra<w4_data>("W4/eigen_rowloop", w4_eigen_rowloop);
+    register_workload("W4", w4_fns<256>);
+    register_workload("W4t", w4_fns<255>);
+    register_extra<w4_data<256>>("W4/eigen_rowloop", w4_eigen_rowloop);
   });
 }
