@@ -169,8 +169,8 @@ KILN_ALWAYS_INLINE xsimd::batch<U, A> bits_as(xsimd::batch<T, A> const& x) {
 #endif
 }
 
-// A row's last n elements (0 < n < B::size) as a batch, the other lanes 0, reading nothing past
-// p + n; and the first n lanes of b stored to p, writing nothing past p + n. Masked loads and
+// The n elements at p (0 < n < B::size, a row's tail) as a batch, the other lanes 0, reading
+// nothing past p + n; and the first n lanes of b stored to p, writing nothing past p + n. Masked loads and
 // stores where the instruction set has them for the type (AVX-512 and AVX2, float and double:
 // masked-off lanes never fault); elsewhere, and for truth values, through a zero-padded buffer.
 // The buffer costs a variable-length copy each way and, on its way back, a load that cannot be
@@ -214,7 +214,7 @@ KILN_ALWAYS_INLINE B load_partial(T const* p, std::size_t n) noexcept {
   } else
 #endif
   {
-    alignas(64) T buffer[B::size] = {};
+    alignas(storage_alignment) T buffer[B::size] = {};
     std::copy_n(p, n, buffer);
     return B::load_unaligned(buffer);
   }
@@ -235,7 +235,7 @@ KILN_ALWAYS_INLINE void store_partial(T* p, B const& b, std::size_t n) noexcept 
   } else
 #endif
   {
-    alignas(64) T buffer[B::size];
+    alignas(storage_alignment) T buffer[B::size];
     b.store_unaligned(buffer);
     std::copy_n(buffer, n, p);
   }
