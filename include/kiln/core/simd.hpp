@@ -170,23 +170,28 @@ KILN_ALWAYS_INLINE xsimd::batch<U, A> bits_as(xsimd::batch<T, A> const& x) {
 }
 
 // The n elements at p (0 < n < B::size, a row's tail) as a batch, the other lanes 0, reading
-// nothing past p + n; and the first n lanes of b stored to p, writing nothing past p + n. Masked loads and
-// stores where the instruction set has them for the type (AVX-512 and AVX2, float and double:
-// masked-off lanes never fault); elsewhere, and for truth values, through a zero-padded buffer.
-// The buffer costs a variable-length copy each way and, on its way back, a load that cannot be
-// forwarded from the copy's narrower stores: a row of 250 floats took 3x as long as one of 256.
+// nothing past p + n; and the first n lanes of b stored to p, writing nothing past p + n. With
+// masked loads and stores where the instruction set has them (AVX-512 and AVX2, float and
+// double: masked-off lanes never fault), with one or two narrower loads and stores on SSE2;
+// through a zero-padded buffer elsewhere and for truth values. The buffer costs a variable-length
+// copy each way and, on its way back, a load that cannot be forwarded from the copy's narrower
+// stores: a row of 250 floats took 3x as long as one of 256.
+enum class partial_access { buffer, sse2_pieces, avx2_mask, avx512_mask };
 template <class B>
-inline constexpr int masked_memory = 0;
+inline constexpr partial_access partial_access_of = partial_access::buffer;
 template <class T, class A>
   requires(std::is_same_v<T, float> || std::is_same_v<T, double>)
-inline constexpr int masked_memory<xsimd::batch<T, A>> =
+inline constexpr partial_access partial_access_of<xsimd::batch<T, A>> =
 #if XSIMD_WITH_AVX512F
-    std::is_base_of_v<xsimd::avx512f, A> ? 512 :
+    std::is_base_of_v<xsimd::avx512f, A> ? partial_access::avx512_mask :
 #endif
 #if XSIMD_WITH_AVX2
-    std::is_base_of_v<xsimd::avx2, A> ? 256 :
+    std::is_base_of_v<xsimd::avx2, A> ? partial_access::avx2_mask :
 #endif
-    0;
+#if XSIMD_WITH_SSE2
+    xsimd::batch<T, A>::size * sizeof(T) == 16 && std::is_base_of_v<xsimd::sse2, A> ? partial_access::sse2_pieces :
+#endif
+    partial_access::buffer;
 
 #if XSIMD_WITH_AVX2
 // The AVX2 lane mask of the first n lanes: all ones in lanes below n.
@@ -201,16 +206,28 @@ KILN_ALWAYS_INLINE __m256i first_lanes_mask256(std::size_t n) noexcept {
 
 template <class B, class T>
 KILN_ALWAYS_INLINE B load_partial(T const* p, std::size_t n) noexcept {
+  constexpr partial_access how = partial_access_of<B>;
 #if XSIMD_WITH_AVX512F
-  if constexpr (masked_memory<B> == 512) {
+  if constexpr (how == partial_access::avx512_mask) {
     if constexpr (sizeof(T) == 4) return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p);
     else return _mm512_maskz_loadu_pd(__mmask8((1u << n) - 1), p);
   } else
 #endif
 #if XSIMD_WITH_AVX2
-  if constexpr (masked_memory<B> == 256) {
+  if constexpr (how == partial_access::avx2_mask) {
     if constexpr (sizeof(T) == 4) return _mm256_maskload_ps(p, first_lanes_mask256<T>(n));
     else return _mm256_maskload_pd(p, first_lanes_mask256<T>(n));
+  } else
+#endif
+#if XSIMD_WITH_SSE2
+  if constexpr (how == partial_access::sse2_pieces) {
+    if constexpr (sizeof(T) == 8) {
+      return _mm_load_sd(p);  // n == 1
+    } else {
+      if (n == 1) return _mm_load_ss(p);
+      __m128 const low = _mm_loadl_pi(_mm_setzero_ps(), reinterpret_cast<__m64 const*>(p));
+      return n == 2 ? low : _mm_movelh_ps(low, _mm_load_ss(p + 2));
+    }
   } else
 #endif
   {
@@ -222,16 +239,29 @@ KILN_ALWAYS_INLINE B load_partial(T const* p, std::size_t n) noexcept {
 
 template <class B, class T>
 KILN_ALWAYS_INLINE void store_partial(T* p, B const& b, std::size_t n) noexcept {
+  constexpr partial_access how = partial_access_of<B>;
 #if XSIMD_WITH_AVX512F
-  if constexpr (masked_memory<B> == 512) {
+  if constexpr (how == partial_access::avx512_mask) {
     if constexpr (sizeof(T) == 4) _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), b);
     else _mm512_mask_storeu_pd(p, __mmask8((1u << n) - 1), b);
   } else
 #endif
 #if XSIMD_WITH_AVX2
-  if constexpr (masked_memory<B> == 256) {
+  if constexpr (how == partial_access::avx2_mask) {
     if constexpr (sizeof(T) == 4) _mm256_maskstore_ps(p, first_lanes_mask256<T>(n), b);
     else _mm256_maskstore_pd(p, first_lanes_mask256<T>(n), b);
+  } else
+#endif
+#if XSIMD_WITH_SSE2
+  if constexpr (how == partial_access::sse2_pieces) {
+    if constexpr (sizeof(T) == 8) {
+      _mm_store_sd(p, b);  // n == 1
+    } else if (n == 1) {
+      _mm_store_ss(p, b);
+    } else {
+      _mm_storel_pi(reinterpret_cast<__m64*>(p), b);
+      if (n == 3) _mm_store_ss(p + 2, _mm_movehl_ps(b, b));
+    }
   } else
 #endif
   {
