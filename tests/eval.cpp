@@ -619,7 +619,7 @@ TEST_CASE("rank-2 rows with broadcast leaves, at every row length and misalignme
       }
     }
   }
-  SUBCASE("in place: the destination is also a leaf (the rows' batches run before their tails)") {
+  SUBCASE("in place: the destination is also a leaf, at every tail length") {
     for (kiln::index_t n = 1; n <= 2 * float_lanes + 1; ++n) {
       auto const b = kiln::randn<float>({n}, 48);
       kiln::tensor<float, 2> X = kiln::randn<float>({rows, n}, 49);
