@@ -120,13 +120,12 @@ void w2_eigen(w2_data& d) {
 // Cols: the row length, 256 for W4, 255 for W4t (every row ends in a partial batch).
 template <index_t Cols>
 struct w4_data {
-  static constexpr index_t kCols = Cols;
   explicit w4_data(index_t n)
-      : rows(n / 256),
-        A(kiln::randn<float>({rows, kCols}, 401)), b(kiln::randn<float>({kCols}, 402)),
-        c(kiln::randn<float>({rows, 1}, 403)), out(kiln::zeros<float>({rows, kCols})),
-        out_eigen(kiln::zeros<float>({rows, kCols})), eA(A.data(), rows, kCols), eb(b.data(), kCols),
-        ec(eigen_in(c)), eout(out_eigen.data(), rows, kCols) {}
+      : rows(n / kCols),  // W4's rows at every row length
+        A(kiln::randn<float>({rows, Cols}, 401)), b(kiln::randn<float>({Cols}, 402)),
+        c(kiln::randn<float>({rows, 1}, 403)), out(kiln::zeros<float>({rows, Cols})),
+        out_eigen(kiln::zeros<float>({rows, Cols})), eA(A.data(), rows, Cols), eb(b.data(), Cols),
+        ec(eigen_in(c)), eout(out_eigen.data(), rows, Cols) {}
   index_t rows;
   kiln::tensor<float, 2> A;
   kiln::tensor<float, 1> b;
@@ -136,33 +135,33 @@ struct w4_data {
   Eigen::Map<Eigen::Array<float, 1, Eigen::Dynamic> const> eb;  // a row, for .rowwise()
   EigenIn ec;                                                   // a column, for .colwise()
   EigenRowsOut eout;
-  index_t n() const { return rows * kCols; }
+  index_t n() const { return rows * Cols; }
   float const* result(impl i) const { return i == eigen_impl ? eout.data() : out.data(); }
-  std::int64_t bytes() const { return (2 * n() + kCols + rows) * std::int64_t(sizeof(float)); }
+  std::int64_t bytes() const { return (2 * n() + Cols + rows) * std::int64_t(sizeof(float)); }
 };
 
-template <index_t kCols>
-void w4_kiln(w4_data<kCols>& d) { d.out = kiln::relu(d.A + d.b) * d.c; }
+template <index_t Cols>
+void w4_kiln(w4_data<Cols>& d) { d.out = kiln::relu(d.A + d.b) * d.c; }
 
-template <index_t kCols>
-void w4_scalar(w4_data<kCols>& d) {
+template <index_t Cols>
+void w4_scalar(w4_data<Cols>& d) {
   float const* __restrict A = d.A.data();
   float const* __restrict b = d.b.data();
   float const* __restrict c = d.c.data();
   float* __restrict out = d.out.data();
   for (index_t r = 0; r < d.rows; ++r) {
     float const cr = c[r];
-    float const* __restrict a = A + r * kCols;
-    float* __restrict o = out + r * kCols;
-    for (index_t j = 0; j < kCols; ++j) {
+    float const* __restrict a = A + r * Cols;
+    float* __restrict o = out + r * Cols;
+    for (index_t j = 0; j < Cols; ++j) {
       float const v = a[j] + b[j];
       o[j] = (v < 0.f ? 0.f : v) * cr;
     }
   }
 }
 
-template <index_t kCols>
-void w4_xsimd(w4_data<kCols>& d) {
+template <index_t Cols>
+void w4_xsimd(w4_data<Cols>& d) {
   float const* A = d.A.data();
   float const* b = d.b.data();
   float const* c = d.c.data();
@@ -170,12 +169,12 @@ void w4_xsimd(w4_data<kCols>& d) {
   B const zero(0.f);
   for (index_t r = 0; r < d.rows; ++r) {
     B const cr(c[r]);
-    float const* a = A + r * kCols;
-    float* o = out + r * kCols;
+    float const* a = A + r * Cols;
+    float* o = out + r * Cols;
     index_t j = 0;
-    for (; j + W <= kCols; j += W)
+    for (; j + W <= Cols; j += W)
       (xsimd::max(B::load_unaligned(a + j) + B::load_unaligned(b + j), zero) * cr).store_unaligned(o + j);
-    for (; j < kCols; ++j) o[j] = std::max(a[j] + b[j], 0.f) * c[r];
+    for (; j < Cols; ++j) o[j] = std::max(a[j] + b[j], 0.f) * c[r];
   }
 }
 
@@ -183,8 +182,8 @@ void w4_xsimd(w4_data<kCols>& d) {
 // Replicate becomes plain packet loads of eb, the column-vector one a per-row broadcast of ec) and
 // it measured faster than the explicit row loop below, which is kept as W4/eigen_rowloop so the
 // choice can be re-checked on another machine.
-template <index_t kCols>
-void w4_eigen(w4_data<kCols>& d) { d.eout = (d.eA.rowwise() + d.eb).max(0.f).colwise() * d.ec; }
+template <index_t Cols>
+void w4_eigen(w4_data<Cols>& d) { d.eout = (d.eA.rowwise() + d.eb).max(0.f).colwise() * d.ec; }
 void w4_eigen_rowloop(w4_data<256>& d) {
   for (index_t r = 0; r < d.rows; ++r) d.eout.row(r) = (d.eA.row(r) + d.eb).max(0.f) * d.ec(r);
 }
