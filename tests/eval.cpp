@@ -467,6 +467,8 @@ TEST_CASE("vector tails read and write nothing past the last element") {
     for (int i = 0; i < 3; ++i)
       for (kiln::index_t j = 0; j < n; ++j)
         CHECK(rows_out.data()[i * n + j] == std::max(Av(i, j) + xv(j), 0.f) * c(i, 0));
+    kiln::view(out.data(), shape2{1, n}) = kiln::relu(xv + xv) * kiln::slice(c, 0, 2, 3);  // a single such row
+    for (kiln::index_t j = 0; j < n; ++j) CHECK(out.data()[j] == std::max(xv(j) + xv(j), 0.f) * c(2, 0));
     double squares = 0;
     for (kiln::index_t i = 0; i < n; ++i) squares += double(xv(i)) * xv(i);
     CHECK(float(kiln::sum(xv * xv)) == doctest::Approx(squares));  // a fold's tail
@@ -590,31 +592,36 @@ TEST_CASE("rows: leaf pointers step along the innermost outer dimension and rest
 
 TEST_CASE("rank-2 rows with broadcast leaves, at every row length and misalignment, in padded rows") {
   // kiln::simd runs rank-2 rows that do not merge, each leaf contiguous or broadcast along them,
-  // without a plan (run_two_dimensional in eval/kernels.hpp); kiln::seq's plan is the reference.
+  // without a plan (run_two_dimensional in eval/kernels.hpp), a single such row too; kiln::seq's
+  // plan is the reference.
   using shape2 = std::array<kiln::index_t, 2>;
   int const rows = 3;
   auto const c = kiln::randn<float>({rows, 1}, 42);
-  for (int offset : {0, 1}) {
-    for (int n = 1; n <= 3 * float_lanes + 1; ++n) {
-      for (int pitch : {n, n + 3}) {  // contiguous rows, or rows further apart than their length
-        std::size_t const size = std::size_t(rows * pitch + offset + 1);
-        std::vector<float> in(size), out(size, -9.f);
-        for (std::size_t i = 0; i < size; ++i) in[i] = 0.125f * float(i % 29) - 1.5f;
-        auto const A = kiln::view(std::as_const(in).data() + offset, shape2{rows, n}, shape2{pitch, 1});
-        auto const b = kiln::randn<float>({n}, 41);
-        auto const r = kiln::randn<float>({1, n}, 43);
-        auto const e = kiln::relu(A + b) * c - r * 0.5f;
-        kiln::tensor<float, 2> ref = kiln::zeros<float>({rows, n});
-        kiln::eval(kiln::seq, ref, e);
-        kiln::eval(kiln::simd, kiln::view(out.data() + offset, shape2{rows, n}, shape2{pitch, 1}), e);
-        CAPTURE(offset);
-        CAPTURE(n);
-        CAPTURE(pitch);
-        for (int k = 0; k < int(size); ++k) {
-          int const i = (k - offset) / pitch, j = (k - offset) % pitch;
-          CAPTURE(k);
-          if (k >= offset && i < rows && j < n) CHECK(out[std::size_t(k)] == doctest::Approx(ref(i, j)));
-          else CHECK(out[std::size_t(k)] == -9.f);  // nothing written between or around the rows
+  for (int r : {rows, 1}) {
+    auto const cr = kiln::slice(c, 0, 0, r);
+    for (int offset : {0, 1}) {
+      for (int n = 1; n <= 3 * float_lanes + 1; ++n) {
+        for (int pitch : {n, n + 3}) {  // contiguous rows, or rows further apart than their length
+          std::size_t const size = std::size_t(r * pitch + offset + 1);
+          std::vector<float> in(size), out(size, -9.f);
+          for (std::size_t i = 0; i < size; ++i) in[i] = 0.125f * float(i % 29) - 1.5f;
+          auto const A = kiln::view(std::as_const(in).data() + offset, shape2{r, n}, shape2{pitch, 1});
+          auto const b = kiln::randn<float>({n}, 41);
+          auto const t = kiln::randn<float>({1, n}, 43);
+          auto const e = kiln::relu(A + b) * cr - t * 0.5f;
+          kiln::tensor<float, 2> ref = kiln::zeros<float>({r, n});
+          kiln::eval(kiln::seq, ref, e);
+          kiln::eval(kiln::simd, kiln::view(out.data() + offset, shape2{r, n}, shape2{pitch, 1}), e);
+          CAPTURE(r);
+          CAPTURE(offset);
+          CAPTURE(n);
+          CAPTURE(pitch);
+          for (int k = 0; k < int(size); ++k) {
+            int const i = (k - offset) / pitch, j = (k - offset) % pitch;
+            CAPTURE(k);
+            if (k >= offset && i < r && j < n) CHECK(out[std::size_t(k)] == doctest::Approx(ref(i, j)));
+            else CHECK(out[std::size_t(k)] == -9.f);  // nothing written between or around the rows
+          }
         }
       }
     }
