@@ -76,7 +76,11 @@ struct evaluator<leaf<T, LeafRank>, R> {
   evaluator(leaf<T, LeafRank> const& node, extents<R> const& out_shape) : base(node.view().data()) {
     extents<R> const s =
         broadcast_strides<R, LeafRank>(node.view().shape(), node.view().strides(), out_shape);
-    std::copy(s.begin(), s.end(), strides.begin());
+    // Element by element, not std::copy: GCC turns that copy into one 16-byte move, which its
+    // scalar replacement does not split, so every leaf's strides stayed in memory and with them the
+    // evaluator of the rows loops (AVX2 builds copied it to the stack once per row). Element by
+    // element the evaluator lives in registers: W4 at 1K elements -4%, W7 -4.5%.
+    for (int d = 0; d < R; ++d) strides[d] = s[d];
   }
 
   // Points the leaf at the row of the plan's outer indices `index` (planned strides). The row's
