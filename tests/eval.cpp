@@ -451,6 +451,71 @@ TEST_CASE("the flat plan is the plan the merging finds, and declines every other
   }
 }
 
+TEST_CASE("rank 3 and 4: broadcast rows planned, in runs of rows, at every row length, in padded rows") {
+  // kiln::simd runs the plans of rank 3 and more that the mixed row loop reads on an evaluator of
+  // their own (run_planned_rows in eval/kernels.hpp): plans of rows and columns, and plans with
+  // further dimensions that nothing merges, run in runs of rows. kiln::seq is the reference.
+  using shape3 = std::array<kiln::index_t, 3>;
+  for (auto [B, R] : {std::pair{2, 3}, std::pair{3, 1}, std::pair{1, 2}}) {
+    auto const c = kiln::randn<float>({B, R, 1}, 60);
+    auto const p = kiln::randn<float>({1, R, 1}, 61);
+    for (int n = 1; n <= 3 * float_lanes + 1; ++n) {
+      auto const A = kiln::randn<float>({B, R, n}, 62);
+      auto const b = kiln::randn<float>({n}, 63);
+      auto const q = kiln::randn<float>({B, 1, n}, 64);
+      auto const rows_and_columns = kiln::relu(A + b) * c;  // plans as [B R, n]
+      auto const runs_of_rows = A + p * q;                  // nothing merges: [B, R, n]
+      for (int pitch : {n, n + 3}) {  // contiguous rows, or rows further apart than their length
+        int const offset = pitch == n ? 0 : 1;
+        std::size_t const size = std::size_t(B * R * pitch + offset + 1);
+        CAPTURE(B);
+        CAPTURE(R);
+        CAPTURE(n);
+        CAPTURE(pitch);
+        auto check = [&](auto const& e) {
+          std::vector<float> out(size, -9.f);
+          kiln::tensor<float, 3> ref = kiln::zeros<float>({B, R, n});
+          kiln::eval(kiln::seq, ref, e);
+          kiln::eval(kiln::simd, kiln::view(out.data() + offset, shape3{B, R, n}, shape3{R * pitch, pitch, 1}), e);
+          for (int k = 0; k < int(size); ++k) {
+            int const row = (k - offset) / pitch, j = (k - offset) % pitch;
+            CAPTURE(k);
+            if (k >= offset && row < B * R && j < n) CHECK(out[std::size_t(k)] == doctest::Approx(ref(row / R, row % R, j)));
+            else CHECK(out[std::size_t(k)] == -9.f);  // nothing written between or around the rows
+          }
+        };
+        check(rows_and_columns);
+        check(runs_of_rows);
+      }
+    }
+  }
+  SUBCASE("rank 4, a broadcast dimension between runs") {
+    for (kiln::index_t n : {kiln::index_t(1), kiln::index_t(float_lanes + 3)}) {
+      auto const A = kiln::randn<float>({2, 3, 2, n}, 65);
+      auto const s = kiln::randn<float>({2, 1, 2, 1}, 66);
+      auto const t = kiln::randn<float>({n}, 67);
+      kiln::tensor<float, 4> got = kiln::zeros<float>({2, 3, 2, n}), want = kiln::zeros<float>({2, 3, 2, n});
+      kiln::eval(kiln::simd, got, A - s * t);
+      kiln::eval(kiln::seq, want, A - s * t);
+      CAPTURE(n);
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 3; ++j)
+          for (int k = 0; k < 2; ++k)
+            for (int l = 0; l < n; ++l) CHECK(got(i, j, k, l) == doctest::Approx(want(i, j, k, l)));
+    }
+  }
+  SUBCASE("in place") {
+    kiln::tensor<float, 3> X = kiln::randn<float>({2, 3, 2 * float_lanes + 1}, 68);
+    kiln::tensor<float, 3> const before = X;
+    auto const c = kiln::randn<float>({2, 3, 1}, 69);
+    X = kiln::relu(X) * c + 1.f;
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int l = 0; l < 2 * float_lanes + 1; ++l)
+          CHECK(X(i, j, l) == doctest::Approx(std::max(before(i, j, l), 0.f) * c(i, j, 0) + 1.f));
+  }
+}
+
 #if defined(__unix__)
 TEST_CASE("vector tails read and write nothing past the last element") {
   using shape2 = std::array<kiln::index_t, 2>;

@@ -72,6 +72,12 @@ struct evaluator<var_leaf<T, LeafRank>, R> : evaluator<leaf<T, LeafRank>, R> {
     value_evaluator::start_row(index, outer_dims);
     if (adjoint) adjoint_row = adjoint + (this->row - this->base);
   }
+  void start_rows_at(index_t offset) noexcept
+    requires(R >= 2)
+  {
+    value_evaluator::start_rows_at(offset);
+    if (adjoint) adjoint_row = adjoint + offset;
+  }
   void next_row(int d) noexcept {
     value_evaluator::next_row(d);
     if (adjoint) adjoint_row += this->strides[d];

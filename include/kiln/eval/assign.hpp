@@ -124,13 +124,20 @@ KILN_ALWAYS_INLINE void check_assignable(std::array<index_t, RE> const& shape, s
 template <class Policy, class T, int R, class Root>
 void run(Policy const& policy, tensor_view<T, R> const& dst, Root const& root) {
   using Ev = evaluator<Root, R>;
-  if constexpr (R == 2 && std::is_same_v<Policy, simd_policy>) {
-    Ev rows(root, dst.shape());  // its own evaluator: see run_two_dimensional
-    if (inline_tree<Ev>([&]() KILN_INLINE_LAMBDA { return run_two_dimensional(dst, rows); })) return;
-    // What remains reads every leaf in order (the contiguous loop) or with strides (the scalar one).
+  if constexpr (R >= 2 && std::is_same_v<Policy, simd_policy>) {
+    Ev rows(root, dst.shape());  // its own evaluator: see run_two_dimensional and run_planned_rows
+    if (inline_tree<Ev>([&]() KILN_INLINE_LAMBDA {
+          if constexpr (R == 2) return run_two_dimensional(dst, rows);
+          else return run_planned_rows(dst, rows);
+        }))
+      return;
+    // What remains at rank 2 reads every leaf in order (the contiguous loop) or with strides (the
+    // scalar one); at higher ranks, where the rows take contiguous plans too, with strides.
     Ev ev(root, dst.shape());
     loop_plan<R> const plan = make_plan<R>(dst.shape(), dst.strides(), ev);
-    if constexpr (large_tree<Ev>)
+    if constexpr (R > 2)
+      run_rows(seq_policy{}, plan, dst.data(), ev);
+    else if constexpr (large_tree<Ev>)
       flattened([&] { run_rows(policy, plan, dst.data(), ev, std::false_type{}); });
     else
       run_rows(policy, plan, dst.data(), ev, std::false_type{});

@@ -95,6 +95,16 @@ struct evaluator<leaf<T, LeafRank>, R> {
     inner = strides[outer_dims];
     splat = *row;
   }
+  // Points the leaf at element `offset` from its start as the first of a run of rows read with
+  // strides[0] between rows and strides[1] along them (run_planned_rows, kernels.hpp), the row's
+  // first element copied to `splat` as above.
+  void start_rows_at(index_t offset) noexcept
+    requires(R >= 2)
+  {
+    row = base + offset;
+    inner = strides[1];
+    splat = *row;
+  }
   // Moves to the next row along outer dimension d, the innermost one (for_each_row's common step).
   // For a plan of one row for_each_row names d = -1 here but never steps; GCC's
   // -Wmaybe-uninitialized reads strides[-1] into that path in users' -O2 -Wall builds. Silenced
