@@ -456,7 +456,8 @@ TEST_CASE("rank 3 and 4: broadcast rows planned, in runs of rows, at every row l
   // their own (run_planned_rows in eval/kernels.hpp): plans of rows and columns, and plans with
   // further dimensions that nothing merges, run in runs of rows. kiln::seq is the reference.
   using shape3 = std::array<kiln::index_t, 3>;
-  for (auto [B, R] : {std::pair{2, 3}, std::pair{3, 1}, std::pair{1, 2}}) {
+  for (auto const& batches_and_rows : {std::pair{2, 3}, std::pair{3, 1}, std::pair{1, 2}}) {
+    int const B = batches_and_rows.first, R = batches_and_rows.second;  // (lambdas below capture them)
     auto const c = kiln::randn<float>({B, R, 1}, 60);
     auto const p = kiln::randn<float>({1, R, 1}, 61);
     for (int n = 1; n <= 3 * float_lanes + 1; ++n) {
