@@ -179,6 +179,16 @@ struct flat_row_strides {
   template <class Leaf>
   KILN_ALWAYS_INLINE void operator()(Leaf& leaf) const noexcept { leaf.strides = {0, from[k++][0]}; }
 };
+// The rows loop of run_two_dimensional and run_planned_rows: `rows` rows of n elements, row r at out + r * step, through the `mixed`
+// loop, each leaf stepping by its strides[0] from one row to the next.
+template <class Lane, class T, class Ev>
+KILN_ALWAYS_INLINE void simd_rows(T* out, index_t step, index_t rows, index_t n, Ev& ev) {
+  for (index_t r = 0;;) {
+    simd_row<Lane, inner_mode::mixed>(out + r * step, n, ev);
+    if (++r == rows) return;
+    visit_leaves(ev, next_leaf_rows{0});
+  }
+}
 template <class T, class Ev>
 KILN_ALWAYS_INLINE bool run_two_dimensional(tensor_view<T, 2> const& dst, Ev& ev) {
   using Node = typename Ev::node_type;
@@ -204,14 +214,9 @@ KILN_ALWAYS_INLINE bool run_two_dimensional(tensor_view<T, 2> const& dst, Ev& ev
       visit_leaves(ev, flat_row_strides<N>{strides, k});
       rows = 1, n = flat.shape[0];
     }
-    using Lane = lane_t<Node>;
-    T* const out = opaque(dst.data());
     visit_leaves(ev, start_leaf_rows<2>{plan_strides<2>{}, 1});
-    for (index_t r = 0;;) {
-      simd_row<Lane, inner_mode::mixed>(out + r * step, n, ev);
-      if (++r == rows) return true;
-      visit_leaves(ev, next_leaf_rows{0});
-    }
+    simd_rows<lane_t<Node>>(opaque(dst.data()), step, rows, n, ev);
+    return true;
   }
 }
 
@@ -287,11 +292,7 @@ KILN_ALWAYS_INLINE bool run_planned_rows(tensor_view<T, R> const& dst, Ev& ev) {
       for (int d = 0; d < last; ++d) offset += index[d] * plan.out_strides[d];
       k = 0;
       visit_leaves(ev, start_planned_rows<R, N>{strides, index, last, k});
-      for (index_t r = 0;;) {
-        simd_row<Lane, inner_mode::mixed>(out + offset + r * step, n, ev);
-        if (++r == rows) break;
-        visit_leaves(ev, next_leaf_rows{0});
-      }
+      simd_rows<Lane>(out + offset, step, rows, n, ev);
       for (int d = last - 1; d >= 0 && ++index[d] == plan.shape[d]; --d) index[d] = 0;
     }
     return true;
