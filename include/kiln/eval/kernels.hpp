@@ -179,8 +179,8 @@ struct flat_row_strides {
   template <class Leaf>
   KILN_ALWAYS_INLINE void operator()(Leaf& leaf) const noexcept { leaf.strides = {0, from[k++][0]}; }
 };
-// The rows loop of run_two_dimensional and run_planned_rows: `rows` rows of n elements, row r at out + r * step, through the `mixed`
-// loop, each leaf stepping by its strides[0] from one row to the next.
+// The rows loop of run_two_dimensional and run_planned_rows: `rows` rows of n elements, row r at
+// out + r * step, through the `mixed` loop, each leaf stepping by its strides[0] to the next row.
 template <class Lane, class T, class Ev>
 KILN_ALWAYS_INLINE void simd_rows(T* out, index_t step, index_t rows, index_t n, Ev& ev) {
   for (index_t r = 0;;) {
