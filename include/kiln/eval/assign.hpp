@@ -89,11 +89,26 @@ struct unsafe_reads {
     unsafe = !reads_in_place(dst, dst_bytes, leaf_node.view());
   }
 };
+// A visitor whose call on each leaf is a call, not inlined: one function per leaf type, however
+// many leaves of that type the tree has.
+template <class F>
+struct called_per_leaf {
+  F const& f;
+  template <class Leaf>
+  [[gnu::noinline]] void operator()(Leaf const& leaf_node) const { f(leaf_node); }
+};
+// A large tree's leaves are checked by such calls: inlined, the 32 checks of the 64-node chain
+// (bench/compile) made its assignment a function GCC's early passes took 1.4x as long to compile,
+// for a check that runs once per assignment, not per element.
 template <class T, int R, class Root>
 KILN_ALWAYS_INLINE bool needs_temporary(tensor_view<T, R> const& dst, Root const& root, destination kind) {
   byte_span dst_bytes;
   bool have_dst_bytes = false, unsafe = false;
-  for_each_leaf_node(root, unsafe_reads<T, R>{dst, kind, dst_bytes, have_dst_bytes, unsafe});
+  unsafe_reads<T, R> const check{dst, kind, dst_bytes, have_dst_bytes, unsafe};
+  if constexpr (large_tree<evaluator<Root, R>>)
+    for_each_leaf_node(root, called_per_leaf<unsafe_reads<T, R>>{check});
+  else
+    for_each_leaf_node(root, check);
   return unsafe;
 }
 
