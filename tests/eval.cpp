@@ -469,6 +469,52 @@ TEST_CASE("the flat plan is the plan the merging finds, and declines every other
   }
 }
 
+TEST_CASE("the merged-outer plan is the plan the merging finds, and declines every other layout") {
+  using kiln::detail::leaf_strides;
+  using kiln::detail::loop_plan;
+  struct layout {
+    kiln::extents<3> shape, out;
+    leaf_strides<3, 2> leaves;
+    int dims;  // 0: declined
+  };
+  layout const layouts[] = {
+      {{2, 3, 4}, {12, 4, 1}, {{{12, 4, 1}, {0, 0, 0}}}, 1},     // same order, and a scalar: one row
+      {{2, 3, 4}, {12, 4, 1}, {{{12, 4, 1}, {0, 0, 1}}}, 2},     // a broadcast row: [6, 4]
+      {{2, 3, 4}, {12, 4, 1}, {{{12, 4, 1}, {3, 1, 0}}}, 2},     // a [2, 3, 1] column
+      {{2, 1, 4}, {4, 999, 1}, {{{4, -7, 1}, {1, 5, 0}}}, 2},    // extent-1 strides are ignored
+      {{1, 1, 5}, {5, 5, 1}, {{{0, 0, 1}, {3, 2, 0}}}, 1},       // a single row
+      {{2, 3, 4}, {24, 8, 1}, {{{24, 8, 1}, {12, 4, 1}}}, 2},    // padded rows (a slice)
+      {{2, 3, 4}, {12, 4, 1}, {{{12, 4, 2}, {12, 4, 1}}}, 2},    // a leaf read with a stride
+      {{2, 3, 4}, {12, 4, 1}, {{{0, 4, 1}, {12, 4, 1}}}, 0},     // broadcast along the first dim
+      {{2, 3, 4}, {12, 4, 1}, {{{1, 2, 6}, {12, 4, 1}}}, 0},     // a permuted leaf
+      {{2, 3, 4}, {1, 2, 6}, {{{1, 2, 6}, {1, 2, 6}}}, 0},       // column-major
+      {{2, 3, 1}, {3, 1, 1}, {{{3, 1, 1}, {0, 0, 0}}}, 0},       // rows of one element: merging drops them
+      {{1, 1, 1}, {5, 6, 7}, {{{1, 2, 3}, {0, 0, 0}}}, 0},       // a single element
+  };
+  for (auto const& l : layouts) {
+    CAPTURE(l.shape[1]);
+    CAPTURE(l.out[0]);
+    CAPTURE(l.leaves[0][2]);
+    CAPTURE(l.leaves[1][0]);
+    auto fast_leaves = l.leaves, merged_leaves = l.leaves;
+    loop_plan<3> fast_plan, merged_plan;
+    bool const fast = kiln::detail::plan_merged_outer<3>(l.shape, l.out, fast_leaves, fast_plan);
+    kiln::detail::merge_plan<3>(l.shape, l.out, merged_leaves, merged_plan);
+    CHECK(fast == (l.dims > 0));
+    if (fast) {
+      CHECK(fast_plan.dims == l.dims);
+      REQUIRE(merged_plan.dims == fast_plan.dims);
+      for (int d = 0; d < fast_plan.dims; ++d) {
+        CHECK(fast_plan.shape[d] == merged_plan.shape[d]);
+        CHECK(fast_plan.out_strides[d] == merged_plan.out_strides[d]);
+        for (int k = 0; k < 2; ++k) CHECK(fast_leaves[k][d] == merged_leaves[k][d]);
+      }
+    } else {
+      CHECK(fast_leaves == l.leaves);  // declined: nothing changed
+    }
+  }
+}
+
 TEST_CASE("rank 3 and 4: broadcast rows planned, in runs of rows, at every row length, in padded rows") {
   // kiln::simd runs the plans of rank 3 and more that the mixed row loop reads on an evaluator of
   // their own (run_planned_rows in eval/kernels.hpp): plans of rows and columns, and plans with

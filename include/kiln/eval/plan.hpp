@@ -129,6 +129,52 @@ KILN_ALWAYS_INLINE bool plan_two_dimensions(extents<R> const& shape, extents<R> 
   }
 }
 
+// Rank 3 and more whose outer dimensions (all but the last) merge into one for the destination and
+// every leaf: batched tensors, [B, T, C] with leaves of [B, T, C], [C] or [B, T, 1]. Plans what
+// merge_plan would, one flat row or rows of the last dimension, inline: without its call, its
+// passes over the stride arrays and the shift to their front (W4's expression over [2, 2, 256]:
+// +38 ns over rank 2 on a Zen 3 host, most of it there). Returns false, changing nothing, when an
+// outer dimension does not merge or the last has a single element (merge_plan then drops it).
+template <int R, std::size_t N>
+KILN_ALWAYS_INLINE bool plan_merged_outer(extents<R> const& shape, extents<R> const& out_strides,
+                                          leaf_strides<R, N>& leaves, loop_plan<R>& plan) {
+  static_assert(R >= 3);
+  index_t const n = shape[R - 1];
+  if (n <= 1) return false;
+  index_t rows = 1, step = 0;
+  std::array<index_t, N> between{};  // each leaf's stride from row to row
+  for (int d = R - 2; d >= 0; --d) {
+    if (shape[d] == 1) continue;
+    if (rows == 1) {
+      step = out_strides[d];
+      for (std::size_t k = 0; k < N; ++k) between[k] = leaves[k][d];
+    } else {
+      bool merges = out_strides[d] == step * rows;
+      for (std::size_t k = 0; k < N; ++k) merges = merges && leaves[k][d] == between[k] * rows;
+      if (!merges) return false;
+    }
+    rows *= shape[d];
+  }
+  // Rows that continue one another for every operand are one row.
+  bool flat = step == out_strides[R - 1] * n;
+  for (std::size_t k = 0; k < N; ++k) flat = flat && between[k] == leaves[k][R - 1] * n;
+  flat = flat || rows == 1;
+  if (flat) {
+    plan.dims = 1;
+    plan.shape[0] = rows * n;
+    plan.out_strides[0] = out_strides[R - 1];
+    for (auto& s : leaves) s[0] = s[R - 1];
+  } else {
+    plan.dims = 2;
+    plan.shape[0] = rows;
+    plan.shape[1] = n;
+    plan.out_strides[0] = step;
+    plan.out_strides[1] = out_strides[R - 1];
+    for (std::size_t k = 0; k < N; ++k) leaves[k][1] = leaves[k][R - 1], leaves[k][0] = between[k];
+  }
+  return true;
+}
+
 // for_each_leaf, always inlined (so that the evaluator can stay a local of the function that runs
 // the loop, see run_rows in kernels.hpp), and used with named function objects rather than
 // lambdas: those are instantiated once per tree, not once per calling function.
