@@ -270,8 +270,8 @@ KILN_ALWAYS_INLINE bool run_planned_rows(tensor_view<T, R> const& dst, Ev& ev) {
     std::size_t k = 0;
     visit_leaves(ev, gather_strides<R, N>{strides, k});
     loop_plan<R> plan;
-    if (!plan_merged_outer<R>(dst.shape(), dst.strides(), strides, plan) &&
-        !make_flat_plan<R>(dst.shape(), dst.strides(), strides, plan))
+    // (What make_flat_plan takes, plan_merged_outer takes too, but rows of a single element.)
+    if (!plan_merged_outer<R>(dst.shape(), dst.strides(), strides, plan))
       merge_plan<R>(dst.shape(), dst.strides(), strides, plan);
     int const inner = plan.dims - 1, last = inner - 1;
     index_t const n = plan.shape[inner];
