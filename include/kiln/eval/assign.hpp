@@ -98,7 +98,7 @@ struct called_per_leaf {
   [[gnu::noinline]] void operator()(Leaf const& leaf_node) const { f(leaf_node); }
 };
 // A large tree's leaves are checked by such calls: inlined, the 32 checks of the 64-node chain
-// (bench/compile) made its assignment a function GCC's early passes took 1.4x as long to compile,
+// (bench/compile) made its assignment a function GCC's early passes took 1.5x as long to compile,
 // for a check that runs once per assignment, not per element.
 template <class T, int R, class Root>
 KILN_ALWAYS_INLINE bool needs_temporary(tensor_view<T, R> const& dst, Root const& root, destination kind) {
