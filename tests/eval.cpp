@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -103,6 +105,59 @@ TEST_CASE("a tree too large to force inline node by node runs every loop kind as
     auto const [loss, dx] = kiln::value_and_grad([&](auto const& v) { return kiln::sum(v * deep); }, x);
     CHECK(loss == doctest::Approx(kiln::sum(x * ref)).epsilon(1e-4).scale(1));
     close(dx, ref);
+  }
+}
+
+TEST_CASE("a large tree's rows give every length of tail the lanes a longer row gives, in place and broadcast too") {
+  // A large tree runs each row, its tail included, through one copy of its vector code (simd_row):
+  // the last step reads and writes only what is left of the row. Lanes are independent, so each
+  // prefix of a row must come out bit for bit as in the longest row.
+  auto step = [](auto const& e, auto const& b) { return kiln::tanh(e * 0.5f + b) * 0.75f - 0.25f; };
+  auto deep = [&](auto const& x, auto const& b, auto const& keep) {
+    return kiln::where(keep, step(step(step(x, b), b), b), x * b);
+  };
+  kiln::index_t const longest = 3 * float_lanes + 1;
+  auto const b_all = kiln::randn<float>({longest}, 22);
+  kiln::tensor<bool, 1> const keep_all = kiln::randn<float>({longest}, 23) > 0.f;
+  std::vector<float> x_store(std::size_t(longest) + 1);  // x from element 1: unaligned
+  for (kiln::index_t i = 0; i < longest; ++i) x_store[std::size_t(i) + 1] = 0.3f * float(i % 11) - 1.5f;
+  float const* const x_all = x_store.data() + 1;
+  static_assert(kiln::detail::large_tree<kiln::detail::evaluator<
+                    std::remove_cvref_t<decltype(deep(kiln::view(x_all, {longest}), b_all, keep_all))>, 1>>);
+  kiln::tensor<float, 1> const want = deep(kiln::view(x_all, {longest}), b_all, keep_all);
+  auto same_prefix = [&](kiln::tensor_view<float const, 1> got) {
+    for (kiln::index_t i = 0; i < got.extent(0); ++i) {
+      CAPTURE(i);
+      CHECK(std::bit_cast<std::uint32_t>(got(i)) == std::bit_cast<std::uint32_t>(want(i)));
+    }
+  };
+  for (kiln::index_t n = 0; n <= longest; ++n) {
+    CAPTURE(n);
+    auto const b = kiln::view(b_all.data(), {n});
+    auto const keep = kiln::view(keep_all.data(), {n});
+#if defined(__unix__)
+    guarded_floats edge{std::size_t(n)};  // reading past the row's end faults
+    std::copy_n(x_all, n, edge.data());
+    auto const x = kiln::view(static_cast<float const*>(edge.data()), {n});
+    guarded_floats sink{std::size_t(n)};  // and so does writing past it
+    kiln::view(sink.data(), {n}) = deep(x, b, keep);
+    same_prefix(kiln::view(static_cast<float const*>(sink.data()), {n}));
+#else
+    auto const x = kiln::view(x_all, {n});
+#endif
+    kiln::tensor<float, 1> const out = deep(x, b, keep);
+    same_prefix(out);
+    // In place: each step reads its elements before it writes them.
+    kiln::tensor<float, 1> inplace = x;
+    inplace = deep(inplace, b, keep);
+    same_prefix(inplace);
+    // Broadcast operands (the mixed loop): a column and a scalar, one row per value.
+    kiln::tensor<float, 2> const column = kiln::view(x_all, {2, 1});
+    kiln::tensor<float, 2> const rows = deep(column, b, keep);
+    for (kiln::index_t r = 0; r < 2; ++r) {
+      kiln::tensor<float, 1> const row_want = deep(kiln::full<float>({n}, x_all[r]), b, keep);
+      for (kiln::index_t i = 0; i < n; ++i) CHECK(std::bit_cast<std::uint32_t>(rows(r, i)) == std::bit_cast<std::uint32_t>(row_want(i)));
+    }
   }
 }
 

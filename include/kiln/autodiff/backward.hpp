@@ -19,7 +19,7 @@ namespace kiln::detail {
 struct scalar_read {
   index_t i;
 };
-template <class Lane, inner_mode Mode, bool Tail>
+template <class Lane, inner_mode Mode, batch_cover Cover>
 struct batch_read {
   index_t i, n;
 };
@@ -28,9 +28,9 @@ template <class Ev>
 KILN_ALWAYS_INLINE auto read(Ev const& ev, scalar_read r) {
   return ev.scalar(r.i);
 }
-template <class Ev, class Lane, inner_mode Mode, bool Tail>
-KILN_ALWAYS_INLINE auto read(Ev const& ev, batch_read<Lane, Mode, Tail> r) {
-  return ev.template packet<Lane, Mode, Tail>(r.i, r.n);
+template <class Ev, class Lane, inner_mode Mode, batch_cover Cover>
+KILN_ALWAYS_INLINE auto read(Ev const& ev, batch_read<Lane, Mode, Cover> r) {
+  return ev.template packet<Lane, Mode, Cover>(r.i, r.n);
 }
 
 // Whether gradients flow through a node: a floating-point value with a var somewhere below.
@@ -92,17 +92,19 @@ struct evaluator<var_leaf<T, LeafRank>, R> : evaluator<leaf<T, LeafRank>, R> {
     T& a = adjoint_row[r.i * this->inner];
     a = mode == adjoint_mode::overwrite ? g : a + g;
   }
-  template <class Lane, inner_mode Mode, bool Tail>
-  KILN_ALWAYS_INLINE void accumulate(simd_detail::batch<T> const& g, batch_read<Lane, Mode, Tail> r) noexcept {
+  template <class Lane, inner_mode Mode, batch_cover Cover>
+    requires(Cover != batch_cover::whole_or_tail)  // (stores need a whole batch or a tail)
+  KILN_ALWAYS_INLINE void accumulate(simd_detail::batch<T> const& g, batch_read<Lane, Mode, Cover> r) noexcept {
+    constexpr bool tail = Cover == batch_cover::tail;
     using B = simd_detail::batch<T>;
     if (mode == adjoint_mode::none) return;
     if (Mode == inner_mode::mixed && this->inner == 0) {  // broadcast along the row: sum it up
-      if constexpr (Tail) pending += first_lanes(g, r.n, B(T(0)));
+      if constexpr (tail) pending += first_lanes(g, r.n, B(T(0)));
       else pending += g;
       return;
     }
     T* const at = adjoint_row + r.i;
-    if constexpr (Tail) {
+    if constexpr (tail) {
       std::size_t const n = std::size_t(r.n);
       simd_detail::store_partial(at, mode == adjoint_mode::overwrite ? g : simd_detail::load_partial<B>(at, n) + g, n);
     } else {
@@ -320,11 +322,11 @@ void backward_row_simd(Root const& shared, index_t n, cascade<Lane, ops::sum_red
       B acc(Lane(0));
       index_t i = start;
       for (; i + W <= end; i += W) {
-        B const p = root.step(batch_read<Lane, Mode, false>{i, W});
+        B const p = root.step(batch_read<Lane, Mode, batch_cover::whole>{i, W});
         if constexpr (Sum) acc += p;
       }
       if (i < end) {
-        B const p = root.step(batch_read<Lane, Mode, true>{i, end - i});
+        B const p = root.step(batch_read<Lane, Mode, batch_cover::tail>{i, end - i});
         if constexpr (Sum) acc += first_lanes(p, end - i, B(Lane(0)));
       }
       if constexpr (Sum) total.push(simd_detail::reduce_add(acc));

@@ -25,6 +25,7 @@ namespace kiln::detail {
 // reductions' loops take it when a tree has such an op (sums of squares are common, and a fold's
 // loop is bound by its loads), so trees without one compile no third loop.
 enum class inner_mode { contiguous, mixed, twins };
+using simd_detail::batch_cover;  // how many elements of a row a batch read takes
 
 // Strides are kept in arrays of at least one entry so that rank-0 expressions plan like rank 1.
 template <int R>
@@ -124,16 +125,12 @@ struct evaluator<leaf<T, LeafRank>, R> {
   void skip_columns(int inner_dim, index_t count) noexcept { base += count * strides[inner_dim]; }
   T scalar(index_t i) const noexcept { return row[i * inner]; }
 
-  // A batch starting at element i of the row; with Tail, only n < batch size elements are read.
-  template <class Lane, inner_mode Mode, bool Tail>
-  KILN_ALWAYS_INLINE auto packet(index_t i, [[maybe_unused]] index_t n) const noexcept {
+  // A batch starting at element i of the row, of n elements as Cover says (the others are zero).
+  template <class Lane, inner_mode Mode, batch_cover Cover>
+  KILN_ALWAYS_INLINE auto packet(index_t i, index_t n) const noexcept {
     using B = std::conditional_t<std::is_same_v<T, bool>, simd_detail::batch_bool<Lane>, simd_detail::batch<T>>;
     if (Mode == inner_mode::mixed && inner == 0) return B(splat);
-    if constexpr (Tail) {
-      return simd_detail::load_partial<B>(row + i, std::size_t(n));
-    } else {
-      return B::load_unaligned(row + i);
-    }
+    return simd_detail::load_covered<B, Cover>(row + i, std::size_t(n));
   }
 
   T const* base;
@@ -160,7 +157,7 @@ struct evaluator<constant<T>, R> {
   evaluator(constant<T> const& node, extents<R> const&) : value(node.value()) {}
 
   T scalar(index_t) const noexcept { return value; }
-  template <class Lane, inner_mode, bool>
+  template <class Lane, inner_mode, batch_cover>
   KILN_ALWAYS_INLINE auto packet(index_t, index_t) const noexcept {
     if constexpr (std::is_same_v<T, bool>)
       return simd_detail::batch_bool<Lane>(value);
@@ -261,15 +258,15 @@ struct evaluator<map<Op, Args...>, R> {
   value_type scalar(index_t i) const noexcept {
     return scalar_impl(i, std::index_sequence_for<Args...>{});
   }
-  template <class Lane, inner_mode Mode, bool Tail>
+  template <class Lane, inner_mode Mode, batch_cover Cover>
     requires(subtree_nodes<evaluator> <= forced_inline_nodes)
   KILN_ALWAYS_INLINE auto packet(index_t i, index_t n) const noexcept {
-    return packet_impl<Lane, Mode, Tail>(i, n, std::index_sequence_for<Args...>{});
+    return packet_impl<Lane, Mode, Cover>(i, n, std::index_sequence_for<Args...>{});
   }
-  template <class Lane, inner_mode Mode, bool Tail>
+  template <class Lane, inner_mode Mode, batch_cover Cover>
     requires(subtree_nodes<evaluator> > forced_inline_nodes)
   auto packet(index_t i, index_t n) const noexcept {
-    return packet_impl<Lane, Mode, Tail>(i, n, std::index_sequence_for<Args...>{});
+    return packet_impl<Lane, Mode, Cover>(i, n, std::index_sequence_for<Args...>{});
   }
 
   // Op applied to values already read from the children (scalars, or batches of one lane type),
@@ -301,15 +298,15 @@ struct evaluator<map<Op, Args...>, R> {
   KILN_ALWAYS_INLINE value_type scalar_impl(index_t i, std::index_sequence<I...>) const noexcept {
     return static_cast<value_type>(apply(slot<I>(args).scalar(i)...));
   }
-  template <class Lane, inner_mode Mode, bool Tail, std::size_t... I>
+  template <class Lane, inner_mode Mode, batch_cover Cover, std::size_t... I>
   KILN_ALWAYS_INLINE auto packet_impl(index_t i, index_t n, std::index_sequence<I...>) const noexcept {
     if constexpr (Mode == inner_mode::twins && twin_leaves) {
       if (twins) {
-        auto const x = slot<0>(args).template packet<Lane, Mode, Tail>(i, n);
+        auto const x = slot<0>(args).template packet<Lane, Mode, Cover>(i, n);
         return apply(x, x);
       }
     }
-    return apply(slot<I>(args).template packet<Lane, Mode, Tail>(i, n)...);
+    return apply(slot<I>(args).template packet<Lane, Mode, Cover>(i, n)...);
   }
   template <std::size_t... I, class... V>
   KILN_ALWAYS_INLINE auto apply_impl(std::index_sequence<I...>, V const&... v) const noexcept {

@@ -173,10 +173,10 @@ KILN_ALWAYS_INLINE B first_lanes(B const& b, index_t n, B const& fill) {
 template <class Op, class A, inner_mode Mode, class Ev, class B>
 KILN_ALWAYS_INLINE void fold_four(Ev const& ev, index_t i, B& acc0, B& acc1, B& acc2, B& acc3) {
   constexpr index_t W = B::size;
-  acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, false>(i, W)));
-  acc1 = Op::combine(acc1, Op::template prepare<B>(ev.template packet<A, Mode, false>(i + W, W)));
-  acc2 = Op::combine(acc2, Op::template prepare<B>(ev.template packet<A, Mode, false>(i + 2 * W, W)));
-  acc3 = Op::combine(acc3, Op::template prepare<B>(ev.template packet<A, Mode, false>(i + 3 * W, W)));
+  acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(i, W)));
+  acc1 = Op::combine(acc1, Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(i + W, W)));
+  acc2 = Op::combine(acc2, Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(i + 2 * W, W)));
+  acc3 = Op::combine(acc3, Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(i + 3 * W, W)));
 }
 
 // One block [start, end) of a row, with batches: four independent accumulators hide the add
@@ -198,9 +198,9 @@ KILN_ALWAYS_INLINE simd_detail::batch<A> fold_block_simd(Ev const& ev, index_t s
   index_t j = 0;
   for (; j < fours; j += 4 * W) fold_four<Op, A, Mode>(ev, start + j, acc0, acc1, acc2, acc3);
   for (; j < batches; j += W)
-    acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, false>(start + j, W)));
+    acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(start + j, W)));
   if (j < count) {
-    B const p = Op::template prepare<B>(ev.template packet<A, Mode, true>(start + j, count - j));
+    B const p = Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::tail>(start + j, count - j));
     acc1 = Op::combine(acc1, first_lanes(p, count - j, identity));
   }
   return Op::combine(Op::combine(acc0, acc1), Op::combine(acc2, acc3));
@@ -246,13 +246,13 @@ void fold_into_row_simd(Ev const& shared, A* out, index_t n) {
   inline_tree<Ev>([&]() KILN_INLINE_LAMBDA {
     index_t i = 0;
     for (; i + W <= n; i += W)
-      Op::combine(B::load_unaligned(out + i), Op::template prepare<B>(ev.template packet<A, Mode, false>(i, W)))
+      Op::combine(B::load_unaligned(out + i), Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(i, W)))
           .store_unaligned(out + i);
     if (i < n) {
       std::size_t const tail = std::size_t(n - i);
       simd_detail::store_partial(out + i,
                                  Op::combine(simd_detail::load_partial<B>(out + i, tail),
-                                             Op::template prepare<B>(ev.template packet<A, Mode, true>(i, n - i))),
+                                             Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::tail>(i, n - i))),
                                  tail);
     }
   });
@@ -785,8 +785,8 @@ struct mapped_evaluator {
   Ev const& ev;
   F f;
   auto scalar(index_t i) const { return f(ev.scalar(i)); }
-  template <class Lane, inner_mode Mode, bool Tail>
-  KILN_ALWAYS_INLINE auto packet(index_t i, index_t n) const { return f(ev.template packet<Lane, Mode, Tail>(i, n)); }
+  template <class Lane, inner_mode Mode, batch_cover Cover>
+  KILN_ALWAYS_INLINE auto packet(index_t i, index_t n) const { return f(ev.template packet<Lane, Mode, Cover>(i, n)); }
 };
 template <class Ev, class F>
 mapped_evaluator(Ev const&, F) -> mapped_evaluator<Ev, F>;
@@ -798,14 +798,9 @@ template <class T>
 struct contiguous_row {
   T const* data;
   T scalar(index_t i) const { return data[i]; }
-  template <class Lane, inner_mode, bool Tail>
+  template <class Lane, inner_mode, batch_cover Cover>
   KILN_ALWAYS_INLINE auto packet(index_t i, index_t n) const {
-    using B = simd_detail::batch<T>;
-    if constexpr (Tail) {
-      return simd_detail::load_partial<B>(data + i, std::size_t(n));
-    } else {
-      return B::load_unaligned(data + i);
-    }
+    return simd_detail::load_covered<simd_detail::batch<T>, Cover>(data + i, std::size_t(n));
   }
 };
 template <class T>
