@@ -10,6 +10,7 @@
 #include <kiln/ops/transcendental.hpp>
 
 #include <bit>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -196,12 +197,29 @@ KILN_ALWAYS_INLINE simd_detail::batch<A> fold_block_simd(Ev const& ev, index_t s
   index_t const count = end - start;
   index_t const fours = count & ~(4 * W - 1), batches = count & ~(W - 1);
   index_t j = 0;
-  for (; j < fours; j += 4 * W) fold_four<Op, A, Mode>(ev, start + j, acc0, acc1, acc2, acc3);
-  for (; j < batches; j += W)
-    acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(start + j, W)));
-  if (j < count) {
-    B const p = Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::tail>(start + j, count - j));
-    acc1 = Op::combine(acc1, first_lanes(p, count - j, identity));
+  if constexpr (large_tree<Ev>) {
+    // One copy of a large tree's code for every step instead of six (four for fold_four, one for
+    // the batches after, one for the tail; see simd_row). The accumulators rotate instead of being
+    // named, so each batch lands where the loops below put it: the same result, bit for bit.
+    for (; j < count; j += W) {
+      index_t const left = count - j;
+      B const p = Op::template prepare<B>(
+          ev.template packet<A, Mode, batch_cover::whole_or_tail>(start + j, left < W ? left : W));
+      if (left < W) {
+        acc1 = Op::combine(acc1, first_lanes(p, left, identity));
+      } else {
+        acc0 = Op::combine(acc0, p);
+        if (j < fours) std::tie(acc0, acc1, acc2, acc3) = std::tuple(acc1, acc2, acc3, acc0);
+      }
+    }
+  } else {
+    for (; j < fours; j += 4 * W) fold_four<Op, A, Mode>(ev, start + j, acc0, acc1, acc2, acc3);
+    for (; j < batches; j += W)
+      acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(start + j, W)));
+    if (j < count) {
+      B const p = Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::tail>(start + j, count - j));
+      acc1 = Op::combine(acc1, first_lanes(p, count - j, identity));
+    }
   }
   return Op::combine(Op::combine(acc0, acc1), Op::combine(acc2, acc3));
 }
@@ -245,15 +263,28 @@ void fold_into_row_simd(Ev const& shared, A* out, index_t n) {
   constexpr index_t W = B::size;
   inline_tree<Ev>([&]() KILN_INLINE_LAMBDA {
     index_t i = 0;
-    for (; i + W <= n; i += W)
-      Op::combine(B::load_unaligned(out + i), Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(i, W)))
-          .store_unaligned(out + i);
-    if (i < n) {
-      std::size_t const tail = std::size_t(n - i);
-      simd_detail::store_partial(out + i,
-                                 Op::combine(simd_detail::load_partial<B>(out + i, tail),
-                                             Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::tail>(i, n - i))),
-                                 tail);
+    if constexpr (large_tree<Ev>) {  // one copy of the tree's code, as in simd_row
+      for (; i < n; i += W) {
+        index_t const left = n - i;
+        B const p = Op::template prepare<B>(
+            ev.template packet<A, Mode, batch_cover::whole_or_tail>(i, left < W ? left : W));
+        if (left >= W)
+          Op::combine(B::load_unaligned(out + i), p).store_unaligned(out + i);
+        else
+          simd_detail::store_partial(
+              out + i, Op::combine(simd_detail::load_partial<B>(out + i, std::size_t(left)), p), std::size_t(left));
+      }
+    } else {
+      for (; i + W <= n; i += W)
+        Op::combine(B::load_unaligned(out + i), Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(i, W)))
+            .store_unaligned(out + i);
+      if (i < n) {
+        std::size_t const tail = std::size_t(n - i);
+        simd_detail::store_partial(out + i,
+                                   Op::combine(simd_detail::load_partial<B>(out + i, tail),
+                                               Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::tail>(i, n - i))),
+                                   tail);
+      }
     }
   });
 }
