@@ -97,23 +97,24 @@ KILN_ALWAYS_INLINE void simd_row(T* row, index_t n, Ev const& shared) {
   index_t i = 0;
   if constexpr (large_tree<Ev>) {
     // One copy of the tree's code for the whole row, its tail included, rather than one for the
-    // whole batches and one for the tail: a 64-node sum's object shrank from 79 to 75 KB and its
-    // compile by 16% (Zen 3), at the cost of a predicted length test per leaf per step.
+    // whole batches and one for the tail: the 64-node chain's object shrank by a fifth and its
+    // compile by as much (Zen 4), at the cost of a predicted length test per leaf per step.
     for (; i < n; i += W) {
       index_t const left = n - i;
       auto const p = ev.template packet<Lane, Mode, batch_cover::whole_or_tail>(i, left < W ? left : W);
       if (left >= W) p.store_unaligned(row + i);
       else simd_detail::store_partial(row + i, p, std::size_t(left));
     }
-    return;
-  } else if constexpr (unrolled_rows<Ev>) {
-    KILN_UNROLL(4)
-    for (; i + W <= n; i += W) ev.template packet<Lane, Mode, batch_cover::whole>(i, W).store_unaligned(row + i);
   } else {
-    for (; i + W <= n; i += W) ev.template packet<Lane, Mode, batch_cover::whole>(i, W).store_unaligned(row + i);
+    if constexpr (unrolled_rows<Ev>) {
+      KILN_UNROLL(4)
+      for (; i + W <= n; i += W) ev.template packet<Lane, Mode, batch_cover::whole>(i, W).store_unaligned(row + i);
+    } else {
+      for (; i + W <= n; i += W) ev.template packet<Lane, Mode, batch_cover::whole>(i, W).store_unaligned(row + i);
+    }
+    if (i < n)  // the tail runs through the same vector code on a zero-padded batch
+      simd_detail::store_partial(row + i, ev.template packet<Lane, Mode, batch_cover::tail>(i, n - i), std::size_t(n - i));
   }
-  if (i < n)  // the tail runs through the same vector code on a zero-padded batch
-    simd_detail::store_partial(row + i, ev.template packet<Lane, Mode, batch_cover::tail>(i, n - i), std::size_t(n - i));
 }
 
 // The pointer, with what the compiler knows of the object behind it forgotten. When a small array
