@@ -195,7 +195,7 @@ KILN_ALWAYS_INLINE simd_detail::batch<A> fold_block_simd(Ev const& ev, index_t s
   // The loops' bounds computed first, relative to start (W is a power of two): the compiler knows
   // where each loop leaves j, and a loop over rows of one length computes them once.
   index_t const count = end - start;
-  index_t const fours = count & ~(4 * W - 1), batches = count & ~(W - 1);
+  index_t const fours = count & ~(4 * W - 1);
   index_t j = 0;
   if constexpr (large_tree<Ev>) {
     // One copy of a large tree's code for every step instead of six (four for fold_four, one for
@@ -213,6 +213,7 @@ KILN_ALWAYS_INLINE simd_detail::batch<A> fold_block_simd(Ev const& ev, index_t s
       }
     }
   } else {
+    index_t const batches = count & ~(W - 1);
     for (; j < fours; j += 4 * W) fold_four<Op, A, Mode>(ev, start + j, acc0, acc1, acc2, acc3);
     for (; j < batches; j += W)
       acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(start + j, W)));
@@ -268,7 +269,7 @@ void fold_into_row_simd(Ev const& shared, A* out, index_t n) {
         index_t const left = n - i;
         B const p = Op::template prepare<B>(
             ev.template packet<A, Mode, batch_cover::whole_or_tail>(i, left < W ? left : W));
-        if (left >= W)
+        if (left >= W)  // (spelled apart from the leaves' n == W: see simd_row)
           Op::combine(B::load_unaligned(out + i), p).store_unaligned(out + i);
         else
           simd_detail::store_partial(
