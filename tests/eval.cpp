@@ -1,4 +1,6 @@
 // Evaluation: fusion, broadcasting, strides, aliasing, policies, the planner and introspection.
+#include "bitwise.hpp"
+
 #include <doctest/doctest.h>
 #include <kiln/kiln.hpp>
 
@@ -194,16 +196,12 @@ TEST_CASE("a large tree folds and differentiates every length of row as a small 
     static_assert(kiln::detail::large_tree<kiln::detail::evaluator<std::remove_cvref_t<decltype(tree)>, 2>>);
     kiln::tensor<float, 2> const values = tree;
     auto const small = values * 1.f;  // the same values through a small tree's folds
-    auto same_bits = [](auto const& got, auto const& want) {
-      REQUIRE(got.shape() == want.shape());
-      for (kiln::index_t i = 0; i < got.size(); ++i) CHECK(std::bit_cast<std::uint32_t>(got.data()[i]) == std::bit_cast<std::uint32_t>(want.data()[i]));
-    };
     auto const flat = kiln::view(x_data, {rows * n});  // the whole tensor as one row
     float const total = kiln::sum(deep(flat, flat)), total_small = kiln::sum(kiln::eval(deep(flat, flat)) * 1.f);
     CHECK(std::bit_cast<std::uint32_t>(total) == std::bit_cast<std::uint32_t>(total_small));
-    same_bits(kiln::eval(kiln::sum(tree, kiln::axes<1>)), kiln::eval(kiln::sum(small, kiln::axes<1>)));
-    same_bits(kiln::eval(kiln::sum(tree, kiln::axes<0>)), kiln::eval(kiln::sum(small, kiln::axes<0>)));
-    if (n > 0) same_bits(kiln::eval(kiln::amax(tree, kiln::axes<1>)), kiln::eval(kiln::amax(small, kiln::axes<1>)));
+    CHECK(kiln_test::bitwise_equal(kiln::eval(kiln::sum(tree, kiln::axes<1>)), kiln::eval(kiln::sum(small, kiln::axes<1>))));
+    CHECK(kiln_test::bitwise_equal(kiln::eval(kiln::sum(tree, kiln::axes<0>)), kiln::eval(kiln::sum(small, kiln::axes<0>))));
+    if (n > 0) CHECK(kiln_test::bitwise_equal(kiln::eval(kiln::amax(tree, kiln::axes<1>)), kiln::eval(kiln::amax(small, kiln::axes<1>))));
     // And its gradients, the rows' and those of a column broadcast along them (the mixed loop),
     // against the scalar loop's. Every step's derivative is 1, -1 or 0, so the column's row sums
     // are exact in any order.
@@ -212,8 +210,8 @@ TEST_CASE("a large tree folds and differentiates every length of row as a small 
     auto const [l_simd, g_simd] = kiln::value_and_grad(kiln::simd, loss, x, column);
     auto const [l_seq, g_seq] = kiln::value_and_grad(kiln::seq, loss, x, column);
     CHECK(l_simd == doctest::Approx(l_seq).epsilon(1e-6));
-    same_bits(std::get<0>(g_simd), std::get<0>(g_seq));
-    same_bits(std::get<1>(g_simd), std::get<1>(g_seq));
+    CHECK(kiln_test::bitwise_equal(std::get<0>(g_simd), std::get<0>(g_seq)));
+    CHECK(kiln_test::bitwise_equal(std::get<1>(g_simd), std::get<1>(g_seq)));
   }
 }
 
