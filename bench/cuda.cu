@@ -1,5 +1,6 @@
-// kiln CUDA benchmarks: W1, W2 and W5 of bench/README.md at 256M floats, each by kiln::cuda{} and
-// by a hand-written kernel doing the same work, timed with CUDA events (Google Benchmark's manual
+// kiln CUDA benchmarks: W1, W2 and W5 of bench/README.md at 256M floats, and at 4K floats, where
+// the time is what a call costs (the host's work and the launches), each by kiln::cuda{} and by a
+// hand-written kernel doing the same work, timed with CUDA events (Google Benchmark's manual
 // time). Counters: GB/s (bytes the workload must move, per second) and peak% (of the card's
 // memory bandwidth, from its memory clock and bus width).
 //   W1  z = 2.5 x + y                                       12 bytes per element
@@ -23,6 +24,7 @@ using kiln::index_t;
 using kiln::detail::check;
 
 constexpr index_t kElements = index_t(1) << 28;  // 256M floats
+constexpr index_t kSmallElements = index_t(1) << 12;  // 4K floats: launch-bound, the cost of a call
 constexpr index_t kVerifyElements = index_t(1) << 20;
 constexpr int kBlock = 256;
 
@@ -219,6 +221,7 @@ int main(int argc, char** argv) {
     for (auto [impl, fn] : {std::pair{"kiln", w.kiln_run}, std::pair{"hand", w.hand_run}}) {
       std::string const name = std::string(w.name) + "/" + impl;
       benchmark::RegisterBenchmark(name.c_str(), [fn, bytes = w.bytes_per_element](benchmark::State& s) { run(s, fn, bytes); })
+          ->Arg(kSmallElements)
           ->Arg(kElements)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs kiln's CUDA tests and benchmarks on a machine with an NVIDIA GPU, then prints
-# one table: workload, size, kiln GB/s, hand-written kernel GB/s, kiln's share of the card's peak
-# memory bandwidth. Fails (non-zero) when there is no GPU, when a test fails or is skipped, or when
-# the benchmark's verification fails.
+# one table: workload, size, time per call, GB/s and share of the card's peak memory bandwidth, of
+# kiln and of a hand-written kernel. Fails (non-zero) when there is no GPU, when a test fails or is
+# skipped, or when the benchmark's verification fails.
 #   KILN_GPU_BUILD_DIR  build directory (default: build-gpu)
 #   KILN_GPU_NO_BUILD   1: run the binaries already in the build directory (tests/kiln_test_cuda,
 #                       bench/kiln_bench_cuda), e.g. built for this GPU's architecture elsewhere
@@ -65,12 +65,18 @@ json="$build_dir/bench-cuda.json"
 
 python3 - "$json" <<'EOF'
 import json, sys
-runs = {b["name"]: b for b in json.load(open(sys.argv[1]))["benchmarks"]}
-print(f"{'workload':<9}{'size':>12}{'kiln GB/s':>12}{'hand GB/s':>12}{'kiln % peak':>13}{'hand % peak':>13}")
-for w in ("W1", "W2", "W5"):
-    kiln = next(b for n, b in runs.items() if n.startswith(w + "/kiln/"))
-    hand = next(b for n, b in runs.items() if n.startswith(w + "/hand/"))
-    size = kiln["name"].split("/")[2]
-    print(f"{w:<9}{size:>12}{kiln['GB/s']:>12.1f}{hand['GB/s']:>12.1f}{kiln['peak%']:>12.1f}%{hand['peak%']:>12.1f}%")
+runs = [b for b in json.load(open(sys.argv[1]))["benchmarks"] if b.get("run_type") != "aggregate"]
+def row(w, impl, size):
+    return next(b for b in runs if b["name"].startswith(f"{w}/{impl}/{size}/"))
+def us(b):
+    return b["real_time"] * {"ms": 1e3, "us": 1, "ns": 1e-3}[b["time_unit"]]
+sizes = sorted({int(b["name"].split("/")[2]) for b in runs}, reverse=True)
+print(f"{'workload':<9}{'size':>10}{'kiln us':>10}{'hand us':>10}{'kiln GB/s':>11}{'hand GB/s':>11}"
+      f"{'kiln % peak':>13}{'hand % peak':>13}")
+for size in sizes:
+    for w in ("W1", "W2", "W5"):
+        kiln, hand = row(w, "kiln", size), row(w, "hand", size)
+        print(f"{w:<9}{size:>10}{us(kiln):>10.1f}{us(hand):>10.1f}{kiln['GB/s']:>11.1f}{hand['GB/s']:>11.1f}"
+              f"{kiln['peak%']:>12.1f}%{hand['peak%']:>12.1f}%")
 EOF
 echo "gpu-check: done in $((SECONDS - started)) s"
