@@ -1,7 +1,7 @@
 // tests/cuda_reduce.cu: device reductions and gradients against the host (part of kiln_test_cuda,
 // whose main() in tests/cuda.cu skips everything without a device).
-// - Reductions: every one the device runs, over every element (CUB) and over axes, evaluated both
-//   ways.
+// - Reductions: every one, over every element (CUB) and over axes, evaluated both ways; argmax and
+//   argmin also at ties, NaN and infinities.
 // - kiln::value_and_grad(kiln::cuda{}, ...): for every differentiable op against the op's own grad
 //   rule applied on the host element by element, so what is tested is the device's backward
 //   machinery (the forward recomputed per element, the chain rule through the tree, `where`
@@ -11,6 +11,22 @@
 #include "cuda_check.cuh"
 
 using namespace kiln_cuda_test;
+
+namespace {
+
+// reduce(x, axes...) on the device against the host, over several sets of x's three axes: one,
+// two, keepdim, a negative axis.
+template <class Reduce>
+void same_as_host_over_axes(kiln::tensor<float, 3> const& x, Reduce const& reduce) {
+  same_as_host("axis 0", [&](auto const& a) { return reduce(a, 0); }, x);
+  same_as_host("axis 1", [&](auto const& a) { return reduce(a, 1); }, x);
+  same_as_host("axis 2", [&](auto const& a) { return reduce(a, 2); }, x);
+  same_as_host("axes 0, 2", [&](auto const& a) { return reduce(a, kiln::axes<0, 2>); }, x);
+  same_as_host("axes 0, 1 keepdim", [&](auto const& a) { return reduce(a, kiln::axes<0, 1>, kiln::keepdim); }, x);
+  same_as_host("axis -1 keepdim", [&](auto const& a) { return reduce(a, -1, kiln::keepdim); }, x);
+}
+
+}  // namespace
 
 TEST_CASE("full reductions through CUB, the producer fused") {
   for (index_t n : {index_t(1), index_t(1000), index_t(1) << 20}) {
@@ -34,6 +50,8 @@ TEST_CASE("full reductions through CUB, the producer fused") {
     CHECK(value(kiln::count_nonzero(dx > 1.f)) == std::int64_t(kiln::count_nonzero(x > 1.f)));
     CHECK(value(kiln::any(dx > 1.4f)) == bool(kiln::any(x > 1.4f)));
     CHECK(value(kiln::all(dx > 0.4f)) == bool(kiln::all(x > 0.4f)));
+    CHECK(value(kiln::argmax(dx * -1.f)) == std::int64_t(kiln::argmax(x * -1.f)));
+    CHECK(value(kiln::argmin(kiln::exp(dx))) == std::int64_t(kiln::argmin(kiln::exp(x))));
   }
   auto const small = kiln::eval(kiln::rand<double>({40}, 6) * 0.2 + 0.9);
   CHECK(kiln::eval(kiln::cuda{}, kiln::prod(kiln::to_device(small))).item() ==
@@ -43,18 +61,56 @@ TEST_CASE("full reductions through CUB, the producer fused") {
   CHECK(kiln::eval(kiln::cuda{}, kiln::sum(kiln::cuda_tensor<float, 1>(kiln::extents<1>{0}))).item() == 0.f);
 }
 
+TEST_CASE("argmax and argmin: the first best element, NaN first, over all elements and over axes") {
+  float const inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  auto index = [](auto const& e) { return kiln::eval(kiln::cuda{}, e).item(); };
+  auto on_device = [](kiln::tensor<float, 1> const& t) { return kiln::to_device(t); };
+  // Ties go to the first; a NaN is both the maximum and the minimum, the first NaN wins; infinities
+  // are values like any other; -0 and +0 tie.
+  kiln::tensor<float, 1> const ties = {1, 3, -2, 3, -2, 3};
+  CHECK(index(kiln::argmax(on_device(ties))) == 1);
+  CHECK(index(kiln::argmin(on_device(ties))) == 2);
+  kiln::tensor<float, 1> const nans = {1, inf, nan, -inf, nan};
+  CHECK(index(kiln::argmax(on_device(nans))) == 2);
+  CHECK(index(kiln::argmin(on_device(nans))) == 2);
+  kiln::tensor<float, 1> const infinities = {1, -inf, inf, inf, -inf};
+  CHECK(index(kiln::argmax(on_device(infinities))) == 2);
+  CHECK(index(kiln::argmin(on_device(infinities))) == 1);
+  kiln::tensor<float, 1> const zeros = {-0.f, 0.f, -0.f};
+  CHECK(index(kiln::argmax(on_device(zeros))) == 0);
+  CHECK(index(kiln::argmin(on_device(zeros))) == 0);
+  // Across CUB's tiles and blocks: one value everywhere (the first element wins), then a NaN and a
+  // best value placed late, each only once.
+  index_t const n = index_t(1) << 22;
+  auto flat = kiln::full<float>({n}, 2.f);
+  CHECK(index(kiln::argmax(on_device(flat))) == 0);
+  CHECK(index(kiln::argmin(kiln::to_device(flat) * -1.f)) == 0);
+  flat.data()[n - 7] = 5.f;
+  flat.data()[3 * n / 4] = -5.f;
+  CHECK(index(kiln::argmax(on_device(flat))) == n - 7);
+  CHECK(index(kiln::argmin(on_device(flat))) == 3 * n / 4);
+  flat.data()[n - 2] = nan;
+  CHECK(index(kiln::argmax(on_device(flat))) == n - 2);
+  CHECK(index(kiln::argmin(on_device(flat))) == n - 2);
+  // Over axes, on values with many ties (floor(4x): four values), both kernel shapes (a block per
+  // output for long reductions, a thread per output for short ones), against the host.
+  for (kiln::extents<3> shape : {kiln::extents<3>{6, 7, 33}, kiln::extents<3>{64, 300, 5}}) {
+    auto const x = kiln::eval(kiln::floor(kiln::rand<float>(shape, 8) * 4.f));
+    same_as_host_over_axes(x, [](auto const& a, auto... o) { return kiln::argmax(a, o...); });
+    same_as_host_over_axes(x, [](auto const& a, auto... o) { return kiln::argmin(a - 1.f, o...); });
+    same_as_host("all axes", [](auto const& a) { return kiln::argmax(a, kiln::axes<0, 1, 2>, kiln::keepdim); }, x);
+    same_as_host("transposed", [](auto const& a) { return kiln::argmax(kiln::transpose(a, 0, 2), 1); }, x);
+  }
+  // Inside an expression: a fusion boundary, as on the host.
+  auto const x = kiln::rand<float>({5, 40}, 9);
+  same_as_host("argmax in an expression", [](auto const& a) { return kiln::argmax(a, 1) * std::int64_t{2}; }, x);
+}
+
 TEST_CASE("axis reductions, keepdim, and reductions inside expressions") {
   for (kiln::extents<3> shape : {kiln::extents<3>{6, 7, 33}, kiln::extents<3>{64, 300, 5}}) {
     auto const x = kiln::rand<float>(shape, 7);
     auto const dx = kiln::to_device(x);
-    auto each_axis_set = [&](auto const& reduce) {
-      same_as_host("axis 0", [&](auto const& a) { return reduce(a, 0); }, x);
-      same_as_host("axis 1", [&](auto const& a) { return reduce(a, 1); }, x);
-      same_as_host("axis 2", [&](auto const& a) { return reduce(a, 2); }, x);
-      same_as_host("axes 0, 2", [&](auto const& a) { return reduce(a, kiln::axes<0, 2>); }, x);
-      same_as_host("axes 0, 1 keepdim", [&](auto const& a) { return reduce(a, kiln::axes<0, 1>, kiln::keepdim); }, x);
-      same_as_host("axis -1 keepdim", [&](auto const& a) { return reduce(a, -1, kiln::keepdim); }, x);
-    };
+    auto each_axis_set = [&](auto const& reduce) { same_as_host_over_axes(x, reduce); };
     each_axis_set([](auto const& a, auto... o) { return kiln::sum(kiln::exp(a) - 1.f, o...); });
     each_axis_set([](auto const& a, auto... o) { return kiln::mean(a, o...); });
     each_axis_set([](auto const& a, auto... o) { return kiln::amax(a * -1.f, o...); });

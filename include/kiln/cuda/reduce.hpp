@@ -18,11 +18,47 @@
 
 namespace kiln::detail {
 
-template <class Op>
+// How a device reduction folds with Op into results of type A from inputs of type V: its
+// accumulator, the contribution of input `index` (counted row-major over the reduced dimensions),
+// how two accumulators combine, and the result. For most ops the accumulator is A and Op says
+// the rest.
+template <class Op, class A, class V>
+struct device_fold {
+  using acc = A;
+  KILN_HD static acc identity() { return Op::template identity<A>(); }
+  KILN_HD static acc contribution(V v, index_t) { return Op::template prepare<A>(v); }
+  KILN_HD static acc combine(acc const& a, acc const& b) { return Op::combine(a, b); }
+  KILN_HD static A finalize(acc const& a, index_t n) { return Op::finalize(a, n); }
+};
+
+// argmax and argmin: the best value so far and its index. Of two equally good (or two NaN) the
+// smaller index wins, so the combination picks the greatest under one total order: associative
+// and commutative, as CUB's and the block's reductions need, and the first best element wins
+// whatever order they combine in, as on the host. The identity, index -1, loses to everything.
+template <class V>
+struct value_index {
+  V value;
+  index_t index;
+};
+template <class Op, class A, class V>
+  requires ops::index_picking<Op, V>
+struct device_fold<Op, A, V> {
+  using acc = value_index<V>;
+  KILN_HD static acc identity() { return {V{}, -1}; }
+  KILN_HD static acc contribution(V v, index_t index) { return {v, index}; }
+  KILN_HD static acc combine(acc const& a, acc const& b) {
+    if (a.index < 0 || Op::better(b.value, a.value)) return b;
+    if (b.index < 0 || Op::better(a.value, b.value)) return a;
+    return b.index < a.index ? b : a;
+  }
+  KILN_HD static A finalize(acc const& a, index_t) { return static_cast<A>(a.index); }
+};
+
+template <class Fold>
 struct combine_with {
-  template <class A>
-  KILN_HD A operator()(A const& a, A const& b) const {
-    return Op::combine(a, b);
+  template <class Acc>
+  KILN_HD Acc operator()(Acc const& a, Acc const& b) const {
+    return Fold::combine(a, b);
   }
 };
 
@@ -32,44 +68,62 @@ cuda_tensor<T, 1> flatten(cuda_tensor<T, R> const& t) {
   return {t, t.data(), extents<1>{t.size()}, extents<1>{1}};
 }
 
-// Element i of the producer, as Op's contribution: the transform of the full reduction.
-template <class Op, class A, class Ev, int R>
+// Element i of the producer (row-major), as the fold's contribution: the transform of the full
+// reduction.
+template <class Fold, class Ev, int R>
 struct prepared_element {
   Ev ev;
   output_layout<R> layout;
   bool flat;
-  KILN_HD A operator()(index_t i) const {
-    if (flat) return Op::template prepare<A>(ev.read(flat_read{i}));
+  KILN_HD typename Fold::acc operator()(index_t i) const {
+    if (flat) return Fold::contribution(ev.read(flat_read{i}), i);
     index_t c[output_layout<R>::dims];
     layout.unravel(i, c);
-    return Op::template prepare<A>(ev.read(strided_read{c}));
+    return Fold::contribution(ev.read(strided_read{c}), i);
   }
 };
 
-// dst (one element) = Op over every element of arg.
+// *out = the result of the accumulator *total (a fold whose accumulator is not its result).
+template <class Fold, class A>
+__global__ void finalize_one(A* out, typename Fold::acc const* total, index_t n) {
+  *out = Fold::finalize(*total, n);
+}
+
+// dst (one element) = Op over every element of arg: CUB's transform-reduce, straight into dst
+// when the accumulator is the result; otherwise into a device accumulator, then finalised.
 template <class Op, class A, class Arg>
 void fold_all(cuda_tensor<A, 0> const& dst, Arg const& arg) {
   constexpr int RA = Arg::rank;
-  index_t const n = element_count<RA>(arg.shape());
-  A const identity = Op::template identity<A>();
-  if (n == 0) {
-    check(cudaMemcpyAsync(dst.data(), &identity, sizeof(A), cudaMemcpyHostToDevice, stream()), "cudaMemcpyAsync");
-    return synchronize();  // `identity` is a local
-  }
   using Ev = device_evaluator<Arg, RA>;
+  using Fold = device_fold<Op, A, typename Ev::value_type>;
+  using Acc = typename Fold::acc;
+  constexpr bool direct = std::is_same_v<Acc, A>;
+  index_t const n = element_count<RA>(arg.shape());
+  Acc const identity = Fold::identity();
+  if constexpr (direct) {
+    if (n == 0) {  // (argmax and argmin never get here: their nodes refuse empty reductions)
+      check(cudaMemcpyAsync(dst.data(), &identity, sizeof(A), cudaMemcpyHostToDevice, stream()), "cudaMemcpyAsync");
+      return synchronize();  // `identity` is a local
+    }
+  }
   Ev const ev(arg, arg.shape());
-  prepared_element<Op, A, Ev, RA> const transform{ev, output_layout<RA>(arg.shape(), contiguous_strides<RA>(arg.shape())),
-                                                  ev.is_flat()};
+  prepared_element<Fold, Ev, RA> const transform{ev, output_layout<RA>(arg.shape(), contiguous_strides<RA>(arg.shape())),
+                                                 ev.is_flat()};
+  std::shared_ptr<Acc> const total = direct ? nullptr : device_allocate<Acc>(1);
+  Acc* const out = direct ? reinterpret_cast<Acc*>(dst.data()) : total.get();
   thrust::counting_iterator<index_t> const first(0);
   std::size_t bytes = 0;
   auto reduce = [&](void* temp) {
-    check(cub::DeviceReduce::TransformReduce(temp, bytes, first, dst.data(), n, combine_with<Op>{}, transform, identity,
-                                             stream()),
+    check(cub::DeviceReduce::TransformReduce(temp, bytes, first, out, n, combine_with<Fold>{}, transform, identity, stream()),
           "cub::DeviceReduce::TransformReduce");
   };
   reduce(nullptr);
   auto const temp = device_allocate<unsigned char>(index_t(bytes));
   reduce(temp.get());
+  if constexpr (!direct) {
+    finalize_one<Fold><<<1, 1, 0, stream()>>>(dst.data(), total.get(), n);
+    check_launch("kiln reduction kernel");
+  }
 }
 
 // Which of the input's dimensions an output keeps and which it reduces, and the input
@@ -107,26 +161,28 @@ template <class Op, class A, class Ev, int R>
 __global__ void __launch_bounds__(block_size)
     fold_axes_kernel(A* out, Ev const ev, fold_layout<R> const layout, index_t const outputs,
                      index_t const per_output, bool const block_per_output) {
+  using Fold = device_fold<Op, A, typename Ev::value_type>;
+  using Acc = typename Fold::acc;
   auto contribution = [&](index_t o, index_t j) {
     index_t c[fold_layout<R>::dims];
     layout.coordinates(o, j, c);
-    return Op::template prepare<A>(ev.read(strided_read{c}));
+    return Fold::contribution(ev.read(strided_read{c}), j);
   };
   if (block_per_output) {
-    using block_reduce = cub::BlockReduce<A, block_size>;
+    using block_reduce = cub::BlockReduce<Acc, block_size>;
     __shared__ typename block_reduce::TempStorage temp;
     for (index_t o = blockIdx.x; o < outputs; o += gridDim.x) {
-      A acc = Op::template identity<A>();
-      for (index_t j = threadIdx.x; j < per_output; j += blockDim.x) acc = Op::combine(acc, contribution(o, j));
-      A const total = block_reduce(temp).Reduce(acc, combine_with<Op>{});
-      if (threadIdx.x == 0) out[o] = Op::finalize(total, per_output);
+      Acc acc = Fold::identity();
+      for (index_t j = threadIdx.x; j < per_output; j += blockDim.x) acc = Fold::combine(acc, contribution(o, j));
+      Acc const total = block_reduce(temp).Reduce(acc, combine_with<Fold>{});
+      if (threadIdx.x == 0) out[o] = Fold::finalize(total, per_output);
       __syncthreads();  // temp is reused by the next output
     }
   } else {
     for (index_t o = index_t(blockIdx.x) * blockDim.x + threadIdx.x; o < outputs; o += index_t(blockDim.x) * gridDim.x) {
-      A acc = Op::template identity<A>();
-      for (index_t j = 0; j < per_output; ++j) acc = Op::combine(acc, contribution(o, j));
-      out[o] = Op::finalize(acc, per_output);
+      Acc acc = Fold::identity();
+      for (index_t j = 0; j < per_output; ++j) acc = Fold::combine(acc, contribution(o, j));
+      out[o] = Fold::finalize(acc, per_output);
     }
   }
 }
@@ -189,8 +245,6 @@ template <class T, int R, class Op, class Arg, int N, bool Keep>
 void device_materialize_reduction(cuda_tensor<T, R> const& dst, reduction<Op, Arg, N, Keep> const& node) {
   auto const arg = device_lower(node.arg());
   using Lowered = std::remove_const_t<decltype(arg)>;
-  static_assert(!requires { &Op::template better<typename Lowered::value_type>; },
-                "kiln: argmax and argmin do not run under kiln::cuda{} yet");
   auto const& axes = node.reduced_axes();
   if constexpr (requires { typename Op::pre; }) {
     using M = typename reduction<typename Op::pre, Lowered, N, true>::value_type;

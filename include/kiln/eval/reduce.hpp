@@ -796,7 +796,7 @@ void materialize_reduction(Policy const& policy, tensor_view<T, R> const& dst, r
     // m has dst's elements in dst's order (its reduced dimensions have extent 1).
     assign(policy, flat(dst), make_map(node.op().make_output(node.reduced_size()), tensor_view<T const, 1>(flat(dst)),
                                        tensor_view<M const, 1>(flat(std::as_const(m).view()))));
-  } else if constexpr (requires { &Op::template better<typename Lowered::value_type>; }) {
+  } else if constexpr (ops::index_picking<Op, typename Lowered::value_type>) {
     arg_fold<Op>(dst, arg, node.reduced_axes(), keep);
   } else {
     fold<Op>(policy, dst, arg, node.reduced_axes(), keep);

@@ -67,7 +67,7 @@ class reduction {
   using arg_type = Arg;
   using value_type = decltype([] {
     using V = typename Arg::value_type;
-    if constexpr (requires { &Op::template better<V>; }) return std::int64_t{};          // argmax, argmin
+    if constexpr (ops::index_picking<Op, V>) return std::int64_t{};                      // argmax, argmin
     else if constexpr (requires { typename Op::pre; }) return floating_t<V>{};            // var, std, logsumexp
     else return typename Op::template acc<V>{};
   }());

@@ -163,7 +163,8 @@ struct norm_inf_red : amax_red {
 };
 
 // Index of the first maximum (minimum) over the reduced elements, counted in row-major order over
-// the reduced dimensions. A NaN counts as the maximum (and the minimum), as in PyTorch.
+// the reduced dimensions. A NaN counts as the maximum (and the minimum), as in PyTorch. These pick
+// an element (`better`) rather than combine values: `index_picking` below.
 struct argmax_red {
   static constexpr std::string_view name = "argmax";
   static constexpr bool needs_elements = true;
@@ -178,6 +179,11 @@ struct argmin_red {
     return math::is_nan(candidate) ? !math::is_nan(best) : candidate < best;
   }
 };
+
+// Whether Op picks the index of the best of elements of V (argmax, argmin). Tested by a call, not
+// by taking `&Op::template better<V>`, which nvcc's front end does not accept in a requirement.
+template <class Op, class V>
+concept index_picking = requires(V v) { Op::better(v, v); };
 
 // Two-pass reductions. `pre` is reduced first (keeping dimensions) into m; then `fold` reduces
 // input(x, m) elementwise, and `output(s, m, n)` finishes. The elementwise steps are op structs so
