@@ -6,6 +6,8 @@
 //   W1  z = 2.5 x + y                                       12 bytes per element
 //   W2  z = tanh(0.7 x + 0.1) sigmoid(y) + exp(-x x)        12 bytes per element
 //   W5  L = sum(x sigmoid(x) y), dL/dx and dL/dy            16 bytes per element
+// and, by kiln alone, amax and argmax of x over every element and along rows of 256 (4 bytes per
+// element).
 // Before timing, every kiln result is checked against the hand-written kernel's at 1M elements.
 // Without a device the binary says so and exits with 1.
 #include <kiln/kiln.hpp>
@@ -150,6 +152,22 @@ workload const workloads[] = {
     {"W5", 16, w5_kiln, w5_hand_run},
 };
 
+// Reductions by kiln alone (no hand-written kernel; tests/cuda_reduce.cu checks them against the
+// host): the maximum and its index, over every element (CUB) and along rows of 256 (the axis
+// kernel). Each reads x once: 4 bytes per element.
+auto rows_of(data& d) { return kiln::reshape(d.x, {d.n() / 256, 256}); }
+struct reduction_workload {
+  char const* name;
+  void (*run)(data&);
+};
+reduction_workload const reductions[] = {
+    {"amax", [](data& d) { benchmark::DoNotOptimize(kiln::eval(kiln::cuda{}, kiln::amax(d.x)).data()); }},
+    {"argmax", [](data& d) { benchmark::DoNotOptimize(kiln::eval(kiln::cuda{}, kiln::argmax(d.x)).data()); }},
+    {"amax_rows", [](data& d) { benchmark::DoNotOptimize(kiln::eval(kiln::cuda{}, kiln::amax(rows_of(d), 1)).data()); }},
+    {"argmax_rows",
+     [](data& d) { benchmark::DoNotOptimize(kiln::eval(kiln::cuda{}, kiln::argmax(rows_of(d), 1)).data()); }},
+};
+
 void run(benchmark::State& state, void (*fn)(data&), index_t bytes_per_element) {
   data& d = data_for(state.range(0));
   cudaEvent_t start, stop;
@@ -228,6 +246,12 @@ int main(int argc, char** argv) {
           ->MinTime(0.5);
     }
   }
+  for (reduction_workload const& r : reductions)
+    benchmark::RegisterBenchmark((std::string(r.name) + "/kiln").c_str(), [fn = r.run](benchmark::State& s) { run(s, fn, 4); })
+        ->Arg(kElements)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(0.5);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

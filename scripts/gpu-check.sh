@@ -78,5 +78,10 @@ for size in sizes:
         kiln, hand = row(w, "kiln", size), row(w, "hand", size)
         print(f"{w:<9}{size:>10}{us(kiln):>10.1f}{us(hand):>10.1f}{kiln['GB/s']:>11.1f}{hand['GB/s']:>11.1f}"
               f"{kiln['peak%']:>12.1f}%{hand['peak%']:>12.1f}%")
+alone = [b for b in runs if b["name"].split("/")[0] not in ("W1", "W2", "W5")]
+if alone:
+    print(f"\n{'kiln alone':<12}{'size':>10}{'us':>10}{'GB/s':>10}{'% peak':>9}")
+    for b in alone:
+        print(f"{b['name'].split('/')[0]:<12}{b['name'].split('/')[2]:>10}{us(b):>10.1f}{b['GB/s']:>10.1f}{b['peak%']:>8.1f}%")
 EOF
 echo "gpu-check: done in $((SECONDS - started)) s"

@@ -92,9 +92,9 @@ TEST_CASE("argmax and argmin: the first best element, NaN first, over all elemen
   flat.data()[n - 2] = nan;
   CHECK(index(kiln::argmax(on_device(flat))) == n - 2);
   CHECK(index(kiln::argmin(on_device(flat))) == n - 2);
-  // Over axes, on values with many ties (floor(4x): four values), both kernel shapes (a block per
-  // output for long reductions, a thread per output for short ones), against the host.
-  for (kiln::extents<3> shape : {kiln::extents<3>{6, 7, 33}, kiln::extents<3>{64, 300, 5}}) {
+  // Over axes, on values with many ties (floor(4x): four values), every kernel shape (a block, a
+  // warp or a thread per output), against the host.
+  for (kiln::extents<3> shape : {kiln::extents<3>{6, 7, 33}, kiln::extents<3>{64, 300, 5}, kiln::extents<3>{50, 60, 70}}) {
     auto const x = kiln::eval(kiln::floor(kiln::rand<float>(shape, 8) * 4.f));
     same_as_host_over_axes(x, [](auto const& a, auto... o) { return kiln::argmax(a, o...); });
     same_as_host_over_axes(x, [](auto const& a, auto... o) { return kiln::argmin(a - 1.f, o...); });
@@ -107,7 +107,9 @@ TEST_CASE("argmax and argmin: the first best element, NaN first, over all elemen
 }
 
 TEST_CASE("axis reductions, keepdim, and reductions inside expressions") {
-  for (kiln::extents<3> shape : {kiln::extents<3>{6, 7, 33}, kiln::extents<3>{64, 300, 5}}) {
+  // (Each output folded by a block: [6, 7, 33] along its last axis; by a warp: [50, 60, 70] along
+  // it, 3000 rows of 70; by a thread: along the first axes.)
+  for (kiln::extents<3> shape : {kiln::extents<3>{6, 7, 33}, kiln::extents<3>{64, 300, 5}, kiln::extents<3>{50, 60, 70}}) {
     auto const x = kiln::rand<float>(shape, 7);
     auto const dx = kiln::to_device(x);
     auto each_axis_set = [&](auto const& reduce) { same_as_host_over_axes(x, reduce); };

@@ -11,6 +11,7 @@
 
 #include <cub/block/block_reduce.cuh>
 #include <cub/device/device_reduce.cuh>
+#include <cub/warp/warp_reduce.cuh>
 #include <thrust/iterator/counting_iterator.h>
 
 #include <algorithm>
@@ -142,10 +143,19 @@ struct fold_layout {
       else kept_dim[kept] = d, kept_extent[kept++] = shape[d];
     }
   }
-  KILN_HD void coordinates(index_t o, index_t j, index_t* c) const noexcept {
+  // The input coordinates of output o's kept dimensions.
+  KILN_HD void kept_coordinates(index_t o, index_t* c) const noexcept {
     for (int k = kept - 1; k >= 0; --k) {
       c[kept_dim[k]] = o % kept_extent[k];
       o /= kept_extent[k];
+    }
+  }
+  // Those of the j-th element reduced into an output. With one reduced dimension (rows, columns)
+  // that is j itself: no 64-bit division per element, which the GPU does in software.
+  KILN_HD void reduced_coordinates(index_t j, index_t* c) const noexcept {
+    if (reduced == 1) {
+      c[reduced_dim[0]] = j;
+      return;
     }
     for (int k = reduced - 1; k >= 0; --k) {
       c[reduced_dim[k]] = j % reduced_extent[k];
@@ -154,36 +164,52 @@ struct fold_layout {
   }
 };
 
-// out[o] = Op over the `per_output` inputs of output o. Long reductions take a block per output
-// (a block reduction at the end); short ones, and those whose innermost input dimension is kept
-// (adjacent threads then read adjacent elements), a thread per output.
+// How many threads fold one output: one (short reductions, and those whose innermost input
+// dimension is kept: adjacent threads then read adjacent elements), a warp (many rows of up to a
+// few thousand elements: each row read by 32 adjacent threads, combined by shuffles), or a block
+// (long rows, or too few of them to fill the device with warps).
+enum class fold_shape { thread, warp, block };
+
+// out[o] = Op over the `per_output` inputs of output o, each output folded by a thread, a warp or
+// a block as `shape` says.
 template <class Op, class A, class Ev, int R>
 __global__ void __launch_bounds__(block_size)
     fold_axes_kernel(A* out, Ev const ev, fold_layout<R> const layout, index_t const outputs,
-                     index_t const per_output, bool const block_per_output) {
+                     index_t const per_output, fold_shape const shape) {
   using Fold = device_fold<Op, A, typename Ev::value_type>;
   using Acc = typename Fold::acc;
-  auto contribution = [&](index_t o, index_t j) {
+  // Output o's inputs first, first + step, ...: its kept coordinates once, the reduced ones per input.
+  auto fold_inputs = [&](index_t o, index_t first, index_t step) {
     index_t c[fold_layout<R>::dims];
-    layout.coordinates(o, j, c);
-    return Fold::contribution(ev.read(strided_read{c}), j);
+    layout.kept_coordinates(o, c);
+    Acc acc = Fold::identity();
+    for (index_t j = first; j < per_output; j += step) {
+      layout.reduced_coordinates(j, c);
+      acc = Fold::combine(acc, Fold::contribution(ev.read(strided_read{c}), j));
+    }
+    return acc;
   };
-  if (block_per_output) {
+  if (shape == fold_shape::block) {
     using block_reduce = cub::BlockReduce<Acc, block_size>;
     __shared__ typename block_reduce::TempStorage temp;
     for (index_t o = blockIdx.x; o < outputs; o += gridDim.x) {
-      Acc acc = Fold::identity();
-      for (index_t j = threadIdx.x; j < per_output; j += blockDim.x) acc = Fold::combine(acc, contribution(o, j));
-      Acc const total = block_reduce(temp).Reduce(acc, combine_with<Fold>{});
+      Acc const total = block_reduce(temp).Reduce(fold_inputs(o, threadIdx.x, blockDim.x), combine_with<Fold>{});
       if (threadIdx.x == 0) out[o] = Fold::finalize(total, per_output);
       __syncthreads();  // temp is reused by the next output
     }
-  } else {
-    for (index_t o = index_t(blockIdx.x) * blockDim.x + threadIdx.x; o < outputs; o += index_t(blockDim.x) * gridDim.x) {
-      Acc acc = Fold::identity();
-      for (index_t j = 0; j < per_output; ++j) acc = Fold::combine(acc, contribution(o, j));
-      out[o] = Fold::finalize(acc, per_output);
+  } else if (shape == fold_shape::warp) {
+    constexpr int warps = block_size / 32;
+    using warp_reduce = cub::WarpReduce<Acc>;
+    __shared__ typename warp_reduce::TempStorage temp[warps];
+    int const warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+    for (index_t o = index_t(blockIdx.x) * warps + warp; o < outputs; o += index_t(gridDim.x) * warps) {
+      Acc const total = warp_reduce(temp[warp]).Reduce(fold_inputs(o, lane, 32), combine_with<Fold>{});
+      if (lane == 0) out[o] = Fold::finalize(total, per_output);
+      __syncwarp();  // temp is reused by the warp's next output
     }
+  } else {
+    for (index_t o = index_t(blockIdx.x) * blockDim.x + threadIdx.x; o < outputs; o += index_t(blockDim.x) * gridDim.x)
+      out[o] = Fold::finalize(fold_inputs(o, 0, 1), per_output);
   }
 }
 
@@ -199,10 +225,12 @@ void fold_axes(cuda_tensor<A, R> const& dst, Arg const& arg, std::span<int const
   fold_layout<RA> const layout(arg.shape(), axes);
   index_t const per_output = element_count<RA>(arg.shape()) / outputs;
   bool const innermost_reduced = RA > 0 && std::find(axes.begin(), axes.end(), RA - 1) != axes.end();
-  bool const block_per_output = per_output > 32 && (innermost_reduced || outputs < 1024);
-  unsigned const grid = block_per_output ? grid_size(outputs, 1) : grid_size(outputs, block_size);
+  fold_shape const shape = per_output <= 32 || (!innermost_reduced && outputs >= 1024) ? fold_shape::thread
+                           : innermost_reduced && outputs >= 2048 && per_output <= 4096 ? fold_shape::warp
+                                                                                        : fold_shape::block;
+  index_t const per_block = shape == fold_shape::block ? 1 : shape == fold_shape::warp ? block_size / 32 : block_size;
   fold_axes_kernel<Op, A, Ev, RA>
-      <<<grid, block_size, 0, stream()>>>(dst.data(), ev, layout, outputs, per_output, block_per_output);
+      <<<grid_size(outputs, per_block), block_size, 0, stream()>>>(dst.data(), ev, layout, outputs, per_output, shape);
   check_launch("kiln reduction kernel");
 }
 
