@@ -768,6 +768,21 @@ TEST_CASE("broadcasting through expressions") {
   kiln::tensor<float, 2> self = col * col;  // one tensor read twice
   CHECK(elements(self) == values<float>({1, 4, 9}));
 
+  // A node's shape starts from its first operand of full rank: operands after it, of lower rank
+  // too, fill in its extents of 1, and the full-rank one need not come first.
+  CHECK((b + a).shape() == kiln::extents<2>{3, 4});
+  kiln::tensor<float, 2> ba = b + a;
+  CHECK(ba(2, 3) == 411.f);
+  kiln::tensor<bool, 2> every_other = {{true, false, true, false}};  // [1, 4]
+  kiln::tensor<float, 1> fallback = {-1, -2, -3, -4};
+  auto picked = kiln::where(every_other, col, fallback);  // [1, 4], [3, 1], [4]
+  CHECK(picked.shape() == kiln::extents<2>{3, 4});
+  kiln::tensor<float, 2> picked_values = picked;
+  CHECK(elements(picked_values) == values<float>({1, -2, 1, -4, 2, -2, 2, -4, 3, -2, 3, -4}));
+  kiln::tensor<float, 3> thin = kiln::ones<float>({2, 1, 4});
+  CHECK((thin + col).shape() == kiln::extents<3>{2, 3, 4});
+  CHECK((col + thin + row).shape() == kiln::extents<3>{2, 3, 4});
+
   kiln::tensor<float, 0> s = 0.5f;
   CHECK((s + a).shape() == kiln::extents<2>{3, 4});
   CHECK((a * s).shape() == kiln::extents<2>{3, 4});
@@ -794,6 +809,8 @@ TEST_CASE("broadcasting through expressions") {
   CHECK_THROWS_WITH_AS(zero + two, "cannot broadcast [0] with [2]", kiln::shape_error);
   kiln::tensor<float, 1> five = {1, 2, 3, 4, 5};
   CHECK_THROWS_WITH_AS(a + five, "cannot broadcast [3, 4] with [5]", kiln::shape_error);
+  CHECK_THROWS_WITH_AS(five + a, "cannot broadcast [5] with [3, 4]", kiln::shape_error);
+  CHECK_THROWS_WITH_AS(thin + five, "cannot broadcast [2, 1, 4] with [5]", kiln::shape_error);
   // The error is thrown where the expression is built, inside a larger tree too.
   CHECK_THROWS_WITH_AS(kiln::exp(a) * 2.f + five, "cannot broadcast [3, 4] with [5]", kiln::shape_error);
   // Three operands: the message names all of them.

