@@ -134,6 +134,7 @@ TEST_CASE("a broadcast leaf gets its adjoint summed back to its own shape") {
 TEST_CASE("PyTorch's conventions at the awkward points") {
   auto grad_at = [](auto f, std::initializer_list<double> x) { return values(kiln::grad(f)(kiln::tensor<double, 1>(x))); };
   double const nan = std::numeric_limits<double>::quiet_NaN();
+  double const inf = std::numeric_limits<double>::infinity();
   CHECK(grad_at([](auto const& x) { return kiln::sum(kiln::relu(x)); }, {-1, 0, 2}) == std::vector<double>{0, 0, 1});
   CHECK(grad_at([](auto const& x) { return kiln::sum(kiln::abs(x)); }, {-1, 0, 2}) == std::vector<double>{-1, 0, 1});
   // amax/amin: ties share the gradient evenly; a NaN result goes to the NaN.
@@ -166,6 +167,25 @@ TEST_CASE("PyTorch's conventions at the awkward points") {
   CHECK(grad_at([](auto const& x) { return kiln::prod(x); }, {2, 4, 3}) == std::vector<double>{12, 6, 8});
   // norm at 0 has gradient 0, not NaN.
   CHECK(grad_at([](auto const& x) { return kiln::norm(x); }, {0, 0}) == std::vector<double>{0, 0});
+  // fmax and fmin split a tie as maximum and minimum do; a NaN loses.
+  CHECK(grad_at([](auto const& x) { return kiln::sum(kiln::fmax(x, 1.0)); }, {1, 2, nan}) ==
+        std::vector<double>{0.5, 1, 0});
+  CHECK(grad_at([](auto const& x) { return kiln::sum(kiln::fmin(x, 1.0)); }, {1, 0, 2}) ==
+        std::vector<double>{0.5, 1, 0});
+  // atan2 at the origin, and where a^2 + b^2 underflows, has gradient 0 in both arguments, not NaN.
+  CHECK(grad_at([&](auto const& a) { return kiln::sum(kiln::atan2(a, zero)); }, {0, 1e-200}) ==
+        std::vector<double>{0, 0});
+  CHECK(grad_at([&](auto const& b) { return kiln::sum(kiln::atan2(zero, b)); }, {0, -1e-200}) ==
+        std::vector<double>{0, 0});
+  CHECK(grad_at([](auto const& a) { return kiln::sum(kiln::atan2(a, 4.0)); }, {3}) == std::vector<double>{4.0 / 25});
+  // logit's derivative is +inf at both zeros.
+  CHECK(grad_at([](auto const& x) { return kiln::sum(kiln::logit(x)); }, {-0.0, 0.0, 0.5}) ==
+        std::vector<double>{inf, inf, 4});
+  // logsumexp's gradient keeps subnormal values (e^-720 is 1.9e-313), as its forward and exp do.
+  std::vector<double> const lse = grad_at([](auto const& x) { return kiln::logsumexp(x); }, {0, -720, -744});
+  CHECK(lse[0] == 1);
+  CHECK(lse[1] == doctest::Approx(std::exp(-720.0)).epsilon(1e-6));
+  CHECK(lse[2] > 0);  // 1e-323, two of the smallest subnormal
 }
 
 TEST_CASE("imperative statements: backward(), grad(), zero_grad(), accumulation, control flow") {

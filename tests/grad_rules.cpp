@@ -337,9 +337,14 @@ TEST_CASE("grad rules at PyTorch's awkward points") {
     CHECK(grads(ops::minimum_op{}, g, 1.0, qnan) == A2{g, g});
   }
 
-  SUBCASE("fmin and fmax: a tie goes to the first argument, a NaN loses") {
-    CHECK(grads(ops::fmax_op{}, g, 1.0, 1.0) == A2{g, 0});
-    CHECK(grads(ops::fmin_op{}, g, 1.0, 1.0) == A2{g, 0});
+  SUBCASE("fmin and fmax: a tie splits g, a NaN loses") {
+    CHECK(grads(ops::fmax_op{}, g, 1.0, 1.0) == A2{g / 2, g / 2});
+    CHECK(grads(ops::fmin_op{}, g, 1.0, 1.0) == A2{g / 2, g / 2});
+    CHECK(grads(ops::fmax_op{}, g, -0.0, 0.0) == A2{g / 2, g / 2});
+    CHECK(grads(ops::fmax_op{}, g, 2.0, 1.0) == A2{g, 0});
+    CHECK(grads(ops::fmax_op{}, g, 1.0, 2.0) == A2{0, g});
+    CHECK(grads(ops::fmin_op{}, g, 2.0, 1.0) == A2{0, g});
+    CHECK(grads(ops::fmin_op{}, g, 1.0, 2.0) == A2{g, 0});
     CHECK(grads(ops::fmax_op{}, g, qnan, 1.0) == A2{0, g});
     CHECK(grads(ops::fmax_op{}, g, 1.0, qnan) == A2{g, 0});
     CHECK(grads(ops::fmin_op{}, g, qnan, 1.0) == A2{0, g});
@@ -402,8 +407,18 @@ TEST_CASE("grad rules at PyTorch's awkward points") {
     CHECK(std::isnan(grads(ops::logit_op{}, g, -0.5)[0]));
     CHECK(std::isnan(grads(ops::logit_op{}, g, 1.5)[0]));
     CHECK(grads(ops::logit_op{}, g, 0.0) == A1{inf});
+    CHECK(grads(ops::logit_op{}, g, -0.0) == A1{inf});
     CHECK(grads(ops::logit_op{}, g, 1.0) == A1{inf});
     CHECK(grads(ops::logit_op{}, g, 0.5) == A1{g * 4});
+  }
+
+  SUBCASE("atan2: 0 where a^2 + b^2 is 0, at the origin or by underflow") {
+    CHECK(grads(ops::atan2_op{}, g, 0.0, 0.0) == A2{0, 0});
+    CHECK(grads(ops::atan2_op{}, g, -0.0, -0.0) == A2{0, 0});
+    CHECK(grads(ops::atan2_op{}, g, 1e-200, 0.0) == A2{0, 0});
+    CHECK(grads(ops::atan2_op{}, g, 0.0, 1e-200) == A2{0, 0});
+    CHECK(grads(ops::atan2_op{}, g, 1e-200, 1e-200) == A2{0, 0});
+    CHECK(grads(ops::atan2_op{}, g, 3.0, 4.0) == A2{g * 4 / 25, -g * 3 / 25});
   }
 
   SUBCASE("copysign: g times the sign flip, 0 at a zero magnitude; the sign source gets 0") {

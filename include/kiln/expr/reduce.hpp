@@ -168,8 +168,7 @@ class softmax_node {
   };
   using grad_aux = std::tuple<ops::grad_aux_t<grad_sum_input, ops::sum_red>>;
   template <class T> static T grad(T, T y, T g, T, T s) {
-    using std::exp;
-    if constexpr (Log) return g - exp(y) * s;
+    if constexpr (Log) return g - math::exp(y) * s;
     else return y * (g - s);
   }
 

@@ -43,10 +43,11 @@ struct logit_op : math::op_base<1, op_kind::floating> {
     return select(x < lit<T>(0.25), math::log(x / one_minus_x),
                   math::log1p((x + x - lit<T>(1)) / one_minus_x));
   }
-  // As torch's logit_backward without eps: NaN outside [0, 1], infinite at its ends.
+  // As torch's logit_backward without eps: NaN outside [0, 1], infinite at its ends, +inf at -0
+  // too (the + 0 makes x (1 - x) = -0 a +0; it changes no other value).
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     T const nan(std::numeric_limits<math::element_t<T>>::quiet_NaN());
-    return {select(math::either(x < lit<T>(0), x > lit<T>(1)), nan, g / (x * (lit<T>(1) - x)))};
+    return {select(math::either(x < lit<T>(0), x > lit<T>(1)), nan, g / (x * (lit<T>(1) - x) + T(0)))};
   }
 };
 // max(x, 0) that keeps NaN; relu'(0) = 0 (gradients issue).

@@ -181,15 +181,21 @@ struct maximum_op : op_base<2, op_kind::same> {
   }
 };
 // NaN-ignoring minimum and maximum (torch.fmin / torch.fmax): a NaN loses to a number.
+// Their adjoints: half of g to each side of a tie, else all of g to a where `to_a`, to b elsewhere.
+template <class T, class Mask>
+KILN_ALWAYS_INLINE KILN_HD std::array<T, 2> nan_losing_grad(T g, Mask const& tie, Mask const& to_a) {
+  T const half = g * math::lit<T>(0.5);
+  return {select(tie, half, select(to_a, g, T(0))), select(tie, half, select(to_a, T(0), g))};
+}
 struct fmin_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "fmin";
   template <class T> KILN_HD T operator()(T a, T b) const {
     return select(math::is_nan(a), b, select(math::is_nan(b), a, select(b < a, b, a)));
   }
-  // As torch: all of g to a where a <= b or b is NaN (ties included), to b elsewhere.
+  // As torch: a tie splits g evenly (as minimum's); otherwise all of g to the side chosen, a
+  // when b is NaN.
   template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const {
-    auto const to_a = math::either(a <= b, math::is_nan(b));
-    return {select(to_a, g, T(0)), select(to_a, T(0), g)};
+    return nan_losing_grad(g, a == b, math::either(a < b, math::is_nan(b)));
   }
 };
 struct fmax_op : op_base<2, op_kind::same> {
@@ -197,10 +203,9 @@ struct fmax_op : op_base<2, op_kind::same> {
   template <class T> KILN_HD T operator()(T a, T b) const {
     return select(math::is_nan(a), b, select(math::is_nan(b), a, select(a < b, b, a)));
   }
-  // As torch: all of g to a where a >= b or b is NaN (ties included), to b elsewhere.
+  // As fmin's.
   template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const {
-    auto const to_a = math::either(a >= b, math::is_nan(b));
-    return {select(to_a, g, T(0)), select(to_a, T(0), g)};
+    return nan_losing_grad(g, a == b, math::either(a > b, math::is_nan(b)));
   }
 };
 // Without undue overflow or underflow (hypot(1e30f, 1e30f) is finite): lane by lane through
@@ -239,8 +244,11 @@ struct atan2_op : op_base<2, op_kind::floating> {
       return atan2(a, b);
     }
   }
+  // b / (a^2 + b^2) and -a / (a^2 + b^2), 0 where a^2 + b^2 is 0 (at the origin, or where both
+  // squares underflow), as torch: an infinite reciprocal there would make them NaN or infinite.
   template <class T> KILN_HD std::array<T, 2> grad(T g, T, T a, T b) const {
-    T const r = math::lit<T>(1) / (a * a + b * b);
+    T const squares = a * a + b * b;
+    T const r = select(squares == T(0), T(0), math::lit<T>(1) / squares);
     return {g * b * r, g * math::negative(a) * r};
   }
 };

@@ -238,14 +238,15 @@ struct logsumexp_red {
   }
   struct input : math::op_base<2, op_kind::floating> {
     static constexpr std::string_view name = "exp_shifted";
-    template <class T> KILN_OP T operator()(T x, T m) const { using std::exp; return exp(x - shift(m)); }
+    template <class T> KILN_OP T operator()(T x, T m) const { return math::exp(x - shift(m)); }
   };
   struct output : math::op_base<2, op_kind::floating> {
     static constexpr std::string_view name = "log_shifted";
     template <class T> KILN_OP T operator()(T s, T m) const { using std::log; return log(s) + shift(m); }
   };
   output make_output(index_t) const { return {}; }
-  template <class T> KILN_OP static T grad(T x, T out, T g, T) { using std::exp; return g * exp(x - out); }
+  // (kiln's exp, as everywhere: xsimd's flushes subnormal results to 0.)
+  template <class T> KILN_OP static T grad(T x, T out, T g, T) { return g * math::exp(x - out); }
 };
 
 }  // namespace kiln::ops
