@@ -1280,6 +1280,25 @@ TEST_CASE("a reduction inside an elementwise expression is materialised once: a 
   CHECK(norm_listing.find("norm<infinity_norm>[axes=1](%1) : float[4]") != std::string::npos);
 }
 
+TEST_CASE("a reduction node copies and moves whole: shape, axes and an argument it owns") {
+  kiln::tensor<float, 1> const flat = kiln::arange<float>(0, 24);
+  kiln::tensor<float, 3> const x = kiln::reshape(flat, {2, 3, 4});  // x(i, j, k) = 12 i + 4 j + k
+  auto const kept = kiln::amax(x, {0, 2}, kiln::keepdim);  // [1, 3, 1]
+  auto const copy = kept;
+  CHECK(copy.shape() == kiln::extents<3>{1, 3, 1});
+  CHECK(copy.reduced_axes() == std::array<int, 2>{0, 2});
+  kiln::tensor<float, 3> const from_copy = x - copy;
+  CHECK(from_copy(1, 2, 3) == 0.f);   // 23 - 23
+  CHECK(from_copy(0, 0, 0) == -15.f);  // 0 - the largest x(i, 0, k), 15
+  // Over an rvalue tensor the node owns its argument; moved, the new node keeps it alive.
+  auto owning = kiln::sum(kiln::ones<float>({5, 7}), kiln::axes<1>);
+  auto moved = std::move(owning);
+  CHECK(moved.shape() == kiln::extents<1>{5});
+  auto nested = moved * 2.f;  // the map holds a copy of the node
+  kiln::tensor<float, 1> const twice = nested;
+  for (index_t i = 0; i < 5; ++i) CHECK(twice(i) == 14.f);
+}
+
 TEST_CASE("aliasing: a reduction of the destination itself") {
   auto const original = kiln::randn<float>({5, 2 * float_lanes + 1}, 14);
   index_t const cols = original.extent(1);
