@@ -56,8 +56,8 @@ class map {
   }();
   // Right-aligned broadcast of every argument; on a conflict the message names every shape.
   static extents<rank> broadcast_all(args_type const& children) {
-    return detail::apply_pack([&](Args const&... args) { return broadcast_shapes(detail::slot<full_rank_arg>(children).shape(), args...); },
-                              children);
+    extents<rank> const& start = detail::slot<full_rank_arg>(children).shape();
+    return detail::apply_pack([&](Args const&... args) { return broadcast_shapes(start, args...); }, children);
   }
   // Starts from the shape of an argument of full rank, copied whole, and writes a dimension only
   // where another argument is larger there. Most nodes (all of `relu(A + b) * c`, `A * A`) then
