@@ -82,18 +82,23 @@ struct prod_red {
     return math::select(zeros == T(0), g * out / x, math::select(zeros == T(1) && x == T(0), g * others, T(0)));
   }
 };
-// NaN-propagating maximum and minimum; an empty reduction is an error (there is no identity).
-struct amax_red {
-  static constexpr std::string_view name = "amax";
+// NaN-propagating maximum (Max) and minimum; an empty reduction is an error (there is no
+// identity).
+template <bool Max>
+struct extremum_red {
+  static constexpr std::string_view name = Max ? "amax" : "amin";
   static constexpr bool needs_elements = true;
   template <class V> using acc = V;
   template <class A> KILN_OP static A identity() {
-    using E = math::element_t<A>;
-    if constexpr (std::numeric_limits<E>::has_infinity) return A(-std::numeric_limits<E>::infinity());
-    else return A(std::numeric_limits<E>::lowest());
+    using limits = std::numeric_limits<math::element_t<A>>;
+    if constexpr (limits::has_infinity) return A(Max ? -limits::infinity() : limits::infinity());
+    else return A(Max ? limits::lowest() : limits::max());
   }
   template <class A, class V> KILN_OP static A prepare(V v) { return static_cast<A>(v); }
-  template <class A> KILN_OP static A combine(A a, A b) { return math::maximum(a, b); }
+  template <class A> KILN_OP static A combine(A a, A b) {
+    if constexpr (Max) return math::maximum(a, b);
+    else return math::minimum(a, b);
+  }
   template <class A> KILN_OP static A finalize(A a, index_t) { return a; }
   // Split evenly among the inputs equal to the result, NaN matching NaN (PyTorch's
   // evenly_distribute_backward); grad_aux counts them.
@@ -102,25 +107,8 @@ struct amax_red {
     return math::select(ties::is_tie(x, out), g / count, T(0));
   }
 };
-struct amin_red {
-  static constexpr std::string_view name = "amin";
-  static constexpr bool needs_elements = true;
-  template <class V> using acc = V;
-  template <class A> KILN_OP static A identity() {
-    using E = math::element_t<A>;
-    if constexpr (std::numeric_limits<E>::has_infinity) return A(std::numeric_limits<E>::infinity());
-    else return A(std::numeric_limits<E>::max());
-  }
-  template <class A, class V> KILN_OP static A prepare(V v) { return static_cast<A>(v); }
-  template <class A> KILN_OP static A combine(A a, A b) { return math::minimum(a, b); }
-  template <class A> KILN_OP static A finalize(A a, index_t) { return a; }
-  // Split evenly among the inputs equal to the result, NaN matching NaN (PyTorch's
-  // evenly_distribute_backward); grad_aux counts them.
-  using grad_aux = std::tuple<grad_aux_t<ties, sum_red>>;
-  template <class T> KILN_OP static T grad(T x, T out, T g, T, T count) {
-    return math::select(ties::is_tie(x, out), g / count, T(0));
-  }
-};
+using amax_red = extremum_red<true>;
+using amin_red = extremum_red<false>;
 struct all_red {
   static constexpr std::string_view name = "all";
   template <class V> using acc = bool;
@@ -165,20 +153,18 @@ struct norm_inf_red : amax_red {
 // Index of the first maximum (minimum) over the reduced elements, counted in row-major order over
 // the reduced dimensions. A NaN counts as the maximum (and the minimum), as in PyTorch. These pick
 // an element (`better`) rather than combine values: `index_picking` below.
-struct argmax_red {
-  static constexpr std::string_view name = "argmax";
+template <bool Max>
+struct index_of_extremum_red {
+  static constexpr std::string_view name = Max ? "argmax" : "argmin";
   static constexpr bool needs_elements = true;
   template <class V> KILN_OP static bool better(V candidate, V best) {
-    return math::is_nan(candidate) ? !math::is_nan(best) : candidate > best;
+    if (math::is_nan(candidate)) return !math::is_nan(best);
+    if constexpr (Max) return candidate > best;
+    else return candidate < best;
   }
 };
-struct argmin_red {
-  static constexpr std::string_view name = "argmin";
-  static constexpr bool needs_elements = true;
-  template <class V> KILN_OP static bool better(V candidate, V best) {
-    return math::is_nan(candidate) ? !math::is_nan(best) : candidate < best;
-  }
-};
+using argmax_red = index_of_extremum_red<true>;
+using argmin_red = index_of_extremum_red<false>;
 
 // Whether Op picks the index of the best of elements of V (argmax, argmin). Tested by a call, not
 // by taking `&Op::template better<V>`, which nvcc's front end does not accept in a requirement.
