@@ -186,6 +186,15 @@ TEST_CASE("PyTorch's conventions at the awkward points") {
   CHECK(lse[0] == 1);
   CHECK(lse[1] == doctest::Approx(std::exp(-720.0)).epsilon(1e-6));
   CHECK(lse[2] > 0);  // 1e-323, two of the smallest subnormal
+  // A float std whose squared deviations overflow float is computed again in double
+  // (tests/reduce.cpp), so its gradient (x - mean) / ((n - 1) std) is finite: ±0.1054 at ±1e19
+  // over ten elements, as PyTorch gives it (0 with the overflowed std).
+  kiln::tensor<float, 1> spread(kiln::extents<1>{10}, kiln::uninitialized);
+  for (kiln::index_t i = 0; i < 10; ++i) spread(i) = i % 2 ? -1e19f : 1e19f;
+  auto const [sd, sd_grad] = kiln::value_and_grad([](auto const& v) { return kiln::stddev(v); }, spread);
+  CHECK(float(sd) == doctest::Approx(1.0540925e19).epsilon(1e-6));
+  CHECK(sd_grad(0) == doctest::Approx(0.10540926).epsilon(1e-6));
+  CHECK(sd_grad(1) == doctest::Approx(-0.10540926).epsilon(1e-6));
 }
 
 TEST_CASE("imperative statements: backward(), grad(), zero_grad(), accumulation, control flow") {

@@ -1041,6 +1041,51 @@ TEST_CASE("NaN propagates through sum, mean, amax and amin; argmax and argmin re
   CHECK(reduce_all(argmin_of, ties) == 2);
 }
 
+TEST_CASE("float var and std whose squared deviations overflow float: computed again in double, as PyTorch") {
+  // Deviations of ±1e19 square to 1e38, and their sum passes FLT_MAX, while the variance
+  // (1.1e38) and the standard deviation (1.05e19) are floats: PyTorch 2.15 gives both.
+  index_t const n = 2 * float_lanes + 3;  // batches and a tail
+  kiln::tensor<float, 1> big(kiln::extents<1>{n}, kiln::uninitialized);
+  kiln::tensor<float, 1> const normal = kiln::randn<float>({n}, 11);
+  kiln::tensor<float, 2> x(kiln::extents<2>{2, n}, kiln::uninitialized);
+  bucket wide;
+  for (index_t i = 0; i < n; ++i) {
+    big(i) = x(0, i) = i % 2 ? -1e19f : 1e19f;
+    x(1, i) = normal(i);
+    wide.push_back(double(big(i)));
+  }
+  auto same_bits = [](float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); };
+  for (double c : {1.0, 0.0}) {
+    CAPTURE(c);
+    kiln::correction const corr{c};
+    double const want = ref::var(wide, c);
+    CHECK(float(kiln::variance(big, corr)) == doctest::Approx(want).epsilon(1e-6));
+    CHECK(float(kiln::stddev(big, corr)) == doctest::Approx(std::sqrt(want)).epsilon(1e-6));
+    auto check_rows = [&](auto const& policy) {
+      auto const v = kiln::eval(policy, kiln::variance(x, kiln::axes<1>, corr));
+      auto const sd = kiln::eval(policy, kiln::stddev(x, kiln::axes<1>, kiln::keepdim, corr));
+      CHECK(v(0) == doctest::Approx(want).epsilon(1e-6));
+      CHECK(sd(0, 0) == doctest::Approx(std::sqrt(want)).epsilon(1e-6));
+      // The row that did not overflow keeps its float bits.
+      CHECK(same_bits(v(1), kiln::eval(policy, kiln::variance(normal, corr))()));
+      CHECK(same_bits(sd(1, 0), kiln::eval(policy, kiln::stddev(normal, corr))()));
+      // Along the outer axis: one output per column.
+      auto const cols = kiln::eval(policy, kiln::variance(kiln::transpose(x), kiln::axes<0>, corr));
+      CHECK(cols(0) == doctest::Approx(want).epsilon(1e-6));
+    };
+    check_rows(kiln::seq);
+    check_rows(kiln::simd);
+    check_rows(kiln::par);
+  }
+  // Past float even in double: +inf, as PyTorch. An infinite input: NaN, not recomputed into a number.
+  kiln::tensor<float, 1> const huge = {3e38f, -3e38f};
+  CHECK(float(kiln::variance(huge)) == finf);
+  CHECK(float(kiln::stddev(huge)) == finf);
+  kiln::tensor<float, 1> const infinite = {finf, 1.f, 2.f};
+  CHECK(std::isnan(float(kiln::variance(infinite))));
+  CHECK(std::isnan(float(kiln::stddev(infinite))));
+}
+
 TEST_CASE("logsumexp is stable for large inputs and exact for infinities, as PyTorch") {
   auto lse = [](std::initializer_list<float> v) { return reduce_all(logsumexp_of, kiln::tensor<float, 1>(v)); };
   double const log2 = std::log(2.0);

@@ -10,6 +10,7 @@
 #include <kiln/ops/transcendental.hpp>
 
 #include <bit>
+#include <limits>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -779,6 +780,35 @@ void finish(Policy const& policy, tensor_view<T, R> const& dst, Op const&, index
   assign(policy, flat(dst), make_map(finalize_op<Op>{{}, count}, tensor_view<T const, 1>(flat(dst))));
 }
 
+template <class Policy, class T, int R, class Op, class Arg, int N, bool Keep, class Lowered>
+void materialize_reduction(Policy const& policy, tensor_view<T, R> const& dst, reduction<Op, Arg, N, Keep> const& node,
+                           Lowered const& arg);
+
+// Whether a contiguous view holds +inf: a float variance that overflowed (below).
+template <class T, int R>
+bool holds_infinity(tensor_view<T, R> const& v) {
+  bool any = false;
+  for (index_t i = 0; i < v.size(); ++i) any |= v.data()[i] == std::numeric_limits<T>::infinity();
+  return any;
+}
+// Float var and std square the deviations in float, which overflows once they pass ~1.8e19 where
+// the result may still be a float (the variance of ±1e19 is 1.1e38, the standard deviation of ±3e37
+// is 3e37): PyTorch accumulates them in double. A result of +inf from such a fold (finite inputs
+// give it no other way: an infinite input makes the mean and the deviations NaN) is computed again
+// in double and rounded; the other results keep their float bits. Every call pays a scan of its
+// results, and only one that overflowed the second evaluation.
+template <class Policy, class T, int R, class Op, class Arg, int N, bool Keep, class Lowered>
+[[gnu::noinline, gnu::cold]] void materialize_in_double(Policy const& policy, tensor_view<T, R> const& dst,
+                                                        reduction<Op, Arg, N, Keep> const& node, Lowered const& arg) {
+  constexpr int RA = Lowered::rank;
+  tensor<double, RA> wide(arg.shape(), uninitialized);
+  assign(policy, wide.view(), arg, destination::whole_tensor);
+  tensor<double, R> result(dst.shape(), uninitialized);
+  materialize_reduction(policy, result.view(), node, leaf<double, RA>(std::as_const(wide).view(), true));
+  for (index_t i = 0; i < dst.size(); ++i)  // (both contiguous, in the same order)
+    if (dst.data()[i] == std::numeric_limits<T>::infinity()) dst.data()[i] = static_cast<T>(result.data()[i]);
+}
+
 // The reduction `node` of `arg`, its argument with every boundary already evaluated.
 template <class Policy, class T, int R, class Op, class Arg, int N, bool Keep, class Lowered>
 void materialize_reduction(Policy const& policy, tensor_view<T, R> const& dst, reduction<Op, Arg, N, Keep> const& node,
@@ -796,6 +826,8 @@ void materialize_reduction(Policy const& policy, tensor_view<T, R> const& dst, r
     // m has dst's elements in dst's order (its reduced dimensions have extent 1).
     assign(policy, flat(dst), make_map(node.op().make_output(node.reduced_size()), tensor_view<T const, 1>(flat(dst)),
                                        tensor_view<M const, 1>(flat(std::as_const(m).view()))));
+    if constexpr (std::is_base_of_v<ops::var_red, Op> && std::is_same_v<T, float>)
+      if (holds_infinity(dst)) materialize_in_double(policy, dst, node, arg);
   } else if constexpr (ops::index_picking<Op, typename Lowered::value_type>) {
     arg_fold<Op>(dst, arg, node.reduced_axes(), keep);
   } else {
