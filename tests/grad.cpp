@@ -181,6 +181,8 @@ TEST_CASE("PyTorch's conventions at the awkward points") {
   // logit's derivative is +inf at both zeros.
   CHECK(grad_at([](auto const& x) { return kiln::sum(kiln::logit(x)); }, {-0.0, 0.0, 0.5}) ==
         std::vector<double>{inf, inf, 4});
+  // acosh's derivative is +inf at both ends of x^2 = 1 (the forward is NaN at -1, outside its domain).
+  CHECK(grad_at([](auto const& x) { return kiln::sum(kiln::acosh(x)); }, {-1, 1}) == std::vector<double>{inf, inf});
   // logsumexp's gradient keeps subnormal values (e^-720 is 1.9e-313), as its forward and exp do.
   std::vector<double> const lse = grad_at([](auto const& x) { return kiln::logsumexp(x); }, {0, -720, -744});
   CHECK(lse[0] == 1);

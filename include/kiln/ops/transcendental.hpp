@@ -155,7 +155,9 @@ struct acosh_op : unary_floating {
   }
   template <class T> KILN_HD std::array<T, 1> grad(T g, T, T x) const {
     using std::sqrt;
-    return {g / sqrt((x - math::lit<T>(1)) * (x + math::lit<T>(1)))};
+    // (x - 1)(x + 1) rather than x^2 - 1, which cancels near 1; + 0 makes its -0 at x = -1 a +0,
+    // so that the derivative there is +inf, as 1 / sqrt(x^2 - 1) and PyTorch give it.
+    return {g / sqrt((x - math::lit<T>(1)) * (x + math::lit<T>(1)) + T(0))};
   }
 };
 struct atanh_op : unary_floating {
