@@ -892,6 +892,26 @@ TEST_CASE("rank-2 rows with broadcast leaves, at every row length and misalignme
           for (int j = 0; j < n; ++j) CHECK(got(i, j) == doctest::Approx(want(i, j)));
       }
   }
+  SUBCASE("one flat row without a broadcast: same-shape leaves, in place and unaligned, every tail") {
+    for (kiln::index_t r : {1, 2, 3})
+      for (kiln::index_t n = 1; n <= 2 * float_lanes + 1; ++n) {
+        auto const A = kiln::randn<float>({r, n}, 50);
+        auto const storage = kiln::randn<float>({r * n + 1}, 51);
+        auto const B = kiln::view(storage.data() + 1, shape2{r, n});  // one float past the alignment
+        kiln::tensor<float, 2> X = kiln::randn<float>({r, n}, 52);
+        kiln::tensor<float, 2> const before = X;
+        kiln::tensor<float, 2> got = kiln::zeros<float>({r, n});
+        got = A * B - A;
+        X = X * X - B;  // in place: each element read before it is written
+        CAPTURE(r);
+        CAPTURE(n);
+        for (int i = 0; i < r; ++i)
+          for (int j = 0; j < n; ++j) {
+            CHECK(got(i, j) == doctest::Approx(A(i, j) * B(i, j) - A(i, j)));
+            CHECK(X(i, j) == doctest::Approx(before(i, j) * before(i, j) - B(i, j)));
+          }
+      }
+  }
   SUBCASE("layouts the rows decline: a destination or a leaf strided along the rows") {
     auto const A = kiln::randn<float>({5, 2 * float_lanes + 1}, 44);
     auto const T = kiln::randn<float>({2 * float_lanes + 1, 5}, 45);

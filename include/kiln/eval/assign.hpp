@@ -146,16 +146,11 @@ void run(Policy const& policy, tensor_view<T, R> const& dst, Root const& root) {
           else return run_planned_rows(dst, rows);
         }))
       return;
-    // What remains at rank 2 reads every leaf in order (the contiguous loop) or with strides (the
-    // scalar one); at higher ranks, where the rows take contiguous plans too, with strides.
+    // What remains reads some leaf or the destination with strides along its rows, or is a single
+    // element: the scalar loop (the planner keeps the dimensions' order, so no such plan is
+    // contiguous).
     Ev ev(root, dst.shape());
-    loop_plan<R> const plan = make_plan<R>(dst.shape(), dst.strides(), ev);
-    if constexpr (R > 2)
-      run_rows(seq_policy{}, plan, dst.data(), ev);
-    else if constexpr (large_tree<Ev>)
-      flattened([&] { run_rows(policy, plan, dst.data(), ev, std::false_type{}); });
-    else
-      run_rows(policy, plan, dst.data(), ev, std::false_type{});
+    run_rows(seq_policy{}, make_plan<R>(dst.shape(), dst.strides(), ev), dst.data(), ev);
     return;
   }
   Ev ev(root, dst.shape());

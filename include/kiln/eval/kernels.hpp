@@ -136,12 +136,8 @@ KILN_ALWAYS_INLINE T* opaque(T* p) noexcept {
 // never leaves it, so the compiler knows the stores to the destination miss it. The evaluator is
 // then never copied whole, neither per assignment nor per row: for_each_row steps its leaves'
 // pointers in place and simd_row reads the few fields a row needs.
-// `Mixed`: whether to compile the `mixed` loop; without it such plans take the scalar loop (run's
-// plans of rank 2 and more, whose mixed reads run_two_dimensional and run_planned_rows have
-// taken).
-template <int R, class T, class Ev, bool Mixed = true>
-KILN_ALWAYS_INLINE void run_rows(simd_policy const& policy, loop_plan<R> const& plan, T* out, Ev& ev,
-                                 std::bool_constant<Mixed> = {}) {
+template <int R, class T, class Ev>
+KILN_ALWAYS_INLINE void run_rows(simd_policy const& policy, loop_plan<R> const& plan, T* out, Ev& ev) {
   using Node = typename Ev::node_type;
   out = opaque(out);
   if constexpr (!vectorizable<Node, T>) {
@@ -152,7 +148,7 @@ KILN_ALWAYS_INLINE void run_rows(simd_policy const& policy, loop_plan<R> const& 
     inner_reads const reads = plan.out_strides[plan.dims - 1] == 1 ? leaf_reads(plan, ev) : inner_reads::strided;
     if (reads == inner_reads::contiguous) {
       for_each_row(plan, ev, [&](index_t offset, auto const&) { simd_row<Lane, inner_mode::contiguous>(out + offset, n, ev); });
-    } else if (Mixed && reads == inner_reads::mixed) {
+    } else if (reads == inner_reads::mixed) {
       for_each_row(plan, ev, [&](index_t offset, auto const&) { simd_row<Lane, inner_mode::mixed>(out + offset, n, ev); });
     } else {
       Ev copy = ev;  // the scalar loop is a call: only the copy's address leaves this function
@@ -166,16 +162,17 @@ KILN_ALWAYS_INLINE void run_rows(simd_policy const& policy, loop_plan<R> const& 
 // broadcasting case, W4's `relu(A + b) * c` with b [C] and c [R, 1]; a single row counts, a
 // [1, C] destination with some leaf broadcast along it: one row of the same loop, without the flat
 // plan's stride gathering and rewriting, took W4's expression over one row of 256 from 22 to 16
-// ns), and one flat row in which some leaf broadcasts a single element (make_flat_plan's case,
-// `A * s` with s a rank-0 tensor).
+// ns), and one flat row (make_flat_plan's case: the destination and every leaf contiguous over
+// the whole shape or broadcasting a single element, `x - y`, `A * s` with s a rank-0 tensor; through
+// the general path, with its second evaluator and plan, `x - 1.5f` over [1, 16] took 23 ns against
+// 8 at rank 1, and over [4, 256] 44 against 33).
 // The same loop as run_rows over make_plan's plan, with the rows read straight from the
 // destination and each leaf stepping by its row stride. `ev` is a local of the caller that
 // nothing indexes by a run-time dimension, so the compiler keeps it in registers: the planner and
 // for_each_row index the general path's evaluator by run-time dimensions, which keeps that one in
 // memory, and at W4's 1K elements its stores were a sixth of the call. Returns false, having run
-// nothing, otherwise: the general path then takes the flat rows that read every leaf in order
-// (its `contiguous` loop) and reads with strides (the scalar loop), and never needs a `mixed`
-// loop of its own, so a rank-2 expression still compiles one loop of each kind.
+// nothing, otherwise: what remains reads with strides or is a single element, and the general
+// path runs it in the scalar loop, so a rank-2 expression compiles one vector loop.
 struct leaf_rows_readable {
   index_t n;
   bool& readable;
@@ -213,7 +210,7 @@ KILN_ALWAYS_INLINE bool run_two_dimensional(tensor_view<T, 2> const& dst, Ev& ev
     index_t rows = dst.extent(0), n = dst.extent(1), step = dst.strides()[0];
     bool readable = dst.strides()[1] == 1 && n > 1, mergeable = step == n;
     visit_leaves(ev, leaf_rows_readable{n, readable, mergeable});
-    if (!readable || mergeable) {  // one flat row, if some leaf broadcasts a single element
+    if (!readable || mergeable) {  // one flat row
       constexpr std::size_t N = Ev::leaf_count;
       leaf_strides<2, N> strides;
       std::size_t k = 0;
@@ -222,9 +219,6 @@ KILN_ALWAYS_INLINE bool run_two_dimensional(tensor_view<T, 2> const& dst, Ev& ev
       // (A single element plans with stride 0, which the general path's kernels read as strided:
       // it runs there, in the scalar loop, as under kiln::par.)
       if (!make_flat_plan<2>(dst.shape(), dst.strides(), strides, flat) || flat.out_strides[0] == 0) return false;
-      bool splat = false;
-      for (auto const& s : strides) splat = splat || s[0] == 0;
-      if (!splat) return false;
       k = 0;
       visit_leaves(ev, flat_row_strides<N>{strides, k});
       rows = 1, n = flat.shape[0];
