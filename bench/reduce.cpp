@@ -3,6 +3,7 @@
 //   W6  row sums of A * A, A [N/256, 256]     an inner-axis reduction, one output per row
 //       (and W6/kiln_square: the same written with kiln::square)
 //   W7  softmax over the rows of A            max, exp, sum and scale
+//   W8  A - amax(A, 1, keepdim)               a reduction inside an elementwise expression
 // The scalar loops are the references (W3 accumulates in double). The xsimd loops are what a
 // careful hand writes: four accumulators for the sums; for W7 the two-pass softmax (max, then
 // exp stored while summed, then one scale). Eigen: Array expressions with rowwise()/colwise().
@@ -169,9 +170,48 @@ void w7_eigen(w7_data& d) {
   d.eout.colwise() *= inv;
 }
 
+// --- W8: A - amax(A, axes<1>, keepdim), on W7's data ------------------------------------------
+// A reduction inside an elementwise expression: kiln runs it a block of rows at a time
+// (eval/row_blocks.hpp); the hand loops go row by row, the row's maximum and then the
+// subtraction; Eigen evaluates the maxima into a temporary first.
+
+void w8_kiln(w7_data& d) { d.out = d.A - kiln::amax(d.A, kiln::axes<1>, kiln::keepdim); }
+
+void w8_scalar(w7_data& d) {
+  for (index_t r = 0; r < d.rows; ++r) {
+    float const* __restrict a = d.A.data() + r * kCols;
+    float* __restrict o = d.out.data() + r * kCols;
+    float m = a[0];
+    for (index_t j = 1; j < kCols; ++j) m = std::max(m, a[j]);
+    for (index_t j = 0; j < kCols; ++j) o[j] = a[j] - m;
+  }
+}
+
+void w8_xsimd(w7_data& d) {
+  for (index_t r = 0; r < d.rows; ++r) {
+    float const* a = d.A.data() + r * kCols;
+    float* o = d.out.data() + r * kCols;
+    B m0 = B::load_unaligned(a), m1 = B::load_unaligned(a + W);  // two chains of max
+    for (index_t j = 2 * W; j < kCols; j += 2 * W) {
+      m0 = xsimd::max(m0, B::load_unaligned(a + j));
+      m1 = xsimd::max(m1, B::load_unaligned(a + j + W));
+    }
+    alignas(64) float lanes[W];
+    xsimd::max(m0, m1).store_aligned(lanes);
+    B const m(*std::max_element(lanes, lanes + W));
+    for (index_t j = 0; j < kCols; j += W) (B::load_unaligned(a + j) - m).store_unaligned(o + j);
+  }
+}
+
+void w8_eigen(w7_data& d) {
+  Eigen::ArrayXf const m = d.eA.rowwise().maxCoeff();
+  d.eout = d.eA.colwise() - m;
+}
+
 void (*const w3_fns[4])(w3_data&) = {w3_kiln, w3_scalar, w3_xsimd, w3_eigen};
 void (*const w6_fns[4])(w6_data&) = {w6_kiln, w6_scalar, w6_xsimd, w6_eigen};
 void (*const w7_fns[4])(w7_data&) = {w7_kiln, w7_scalar, w7_xsimd, w7_eigen};
+void (*const w8_fns[4])(w7_data&) = {w8_kiln, w8_scalar, w8_xsimd, w8_eigen};
 
 // Every implementation against the scalar reference, within rtol; a mismatch stops the run.
 bool near(char const* what, index_t n, float const* got, float const* want, index_t count, double rtol) {
@@ -205,13 +245,19 @@ bool verify_all(index_t n) {
     w7_fns[i](d7);
     ok = near((std::string("W7/") + impl_names[i]).c_str(), n, d7.result(i), r7.data(), d7.n(), 1e-5) && ok;
   }
+  w8_scalar(d7);
+  std::vector<float> const r8(d7.out.data(), d7.out.data() + d7.n());
+  for (impl i : {kiln_impl, xsimd_impl, eigen_impl}) {
+    w8_fns[i](d7);
+    ok = near((std::string("W8/") + impl_names[i]).c_str(), n, d7.result(i), r8.data(), d7.n(), 0) && ok;
+  }
   return ok;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return bench_main(argc, argv, "all implementations agree with the scalar loop (W3, W6, W7 at every N)",
+  return bench_main(argc, argv, "all implementations agree with the scalar loop (W3, W6, W7, W8 at every N)",
                     [] {
                       bool ok = true;
                       for (index_t n : kSizes) ok = verify_all(n) && ok;
@@ -222,5 +268,6 @@ int main(int argc, char** argv) {
                       register_workload("W6", w6_fns);
                       register_extra<w6_data>("W6/kiln_square", w6_kiln_square);
                       register_workload("W7", w7_fns);
+                      register_workload("W8", w8_fns);
                     });
 }

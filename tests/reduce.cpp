@@ -1325,6 +1325,73 @@ TEST_CASE("a reduction inside an elementwise expression is materialised once: a 
   CHECK(norm_listing.find("norm<infinity_norm>[axes=1](%1) : float[4]") != std::string::npos);
 }
 
+TEST_CASE("row blocks: an expression over reductions that keep dimension 0, with the whole evaluation's bits") {
+  // Rows enough for several blocks (each reads at most 16384 elements and writes at most 2 KB per
+  // boundary), the last one partial, and a single row.
+  for (index_t const rows : {index_t(1), index_t(600), index_t(1100)})
+    for (index_t const cols : {index_t(3), index_t(2 * float_lanes + 1), index_t(40)}) {
+      CAPTURE(rows);
+      CAPTURE(cols);
+      kiln::tensor<float, 2> const x = kiln::randn<float>({rows, cols}, 61);
+      auto const w = kiln::randn<float>({cols}, 62);
+      auto const b = kiln::randn<float>({rows, 1}, 63);
+      for (int policy : {0, 1}) {
+        CAPTURE(policy);
+        auto boundary = [&](auto const& e) { return policy == 0 ? kiln::eval(kiln::seq, e) : kiln::eval(kiln::simd, e); };
+        auto const m = boundary(kiln::amax(x, kiln::axes<1>, kiln::keepdim));
+        auto const mean = boundary(kiln::mean(x, kiln::axes<1>, kiln::keepdim));
+        auto const sd = boundary(kiln::stddev(x, kiln::axes<1>, kiln::keepdim));
+        auto const wm = boundary(kiln::sum(x * w, 1, kiln::keepdim));
+        auto const positive = boundary(kiln::sum(x > 0.f, 1, kiln::keepdim));  // int64
+        auto run = [&](auto const& e) {  // run(x - m): the boundaries evaluated beforehand
+          kiln::tensor<float, 2> out = kiln::full<float>({rows, cols}, -7.f);
+          if (policy == 0) kiln::eval(kiln::seq, out, e);
+          else kiln::eval(kiln::simd, out, e);
+          return out;
+        };
+        CHECK(kiln_test::bitwise_equal(run(x - kiln::amax(x, kiln::axes<1>, kiln::keepdim)), run(x - m)));
+        CHECK(kiln_test::bitwise_equal(run((x - kiln::mean(x, kiln::axes<1>, kiln::keepdim)) / kiln::stddev(x, kiln::axes<1>, kiln::keepdim)),
+                                     run((x - mean) / sd)));
+        CHECK(kiln_test::bitwise_equal(run(x * w - kiln::sum(x * w, 1, kiln::keepdim) + b), run(x * w - wm + b)));
+        CHECK(kiln_test::bitwise_equal(run(x - kiln::sum(x > 0.f, 1, kiln::keepdim)), run(x - positive)));
+        kiln::tensor<float, 2> in_place = x;  // x = x - amax(x): each block reads its rows before writing them
+        if (policy == 0) kiln::eval(kiln::seq, in_place, in_place - kiln::amax(in_place, kiln::axes<1>, kiln::keepdim));
+        else in_place = in_place - kiln::amax(in_place, kiln::axes<1>, kiln::keepdim);
+        CHECK(kiln_test::bitwise_equal(in_place, run(x - m)));
+      }
+    }
+}
+
+TEST_CASE("row blocks: rank 3, kept trailing dimensions, and the cases left to the whole evaluation") {
+  kiln::tensor<float, 3> const x = kiln::randn<float>({700, 5, 6}, 64);
+  auto whole = [](auto const& boundary, auto const& outer) { return kiln::eval(outer(kiln::eval(boundary))); };
+  SUBCASE("reductions over the trailing axes, over a middle one (six outputs per row), and over dimension 0") {
+    auto const by_rows = kiln::amax(x, kiln::axes<1, 2>, kiln::keepdim);
+    auto const by_middle = kiln::sum(x, kiln::axes<1>, kiln::keepdim);
+    auto const by_first = kiln::mean(x, kiln::axes<0>, kiln::keepdim);
+    auto minus = [&](auto const& m) { return x - m; };
+    CHECK(kiln_test::bitwise_equal(kiln::eval(x - by_rows), whole(by_rows, minus)));
+    CHECK(kiln_test::bitwise_equal(kiln::eval(x - by_middle), whole(by_middle, minus)));
+    CHECK(kiln_test::bitwise_equal(kiln::eval(x - by_first), whole(by_first, minus)));
+  }
+  SUBCASE("a boundary reads more of the destination's tensor than the destination") {
+    kiln::tensor<float, 2> y = kiln::randn<float>({600, 40}, 65);
+    kiln::tensor<float, 2> const before = y;
+    auto const m = kiln::eval(kiln::amax(before, kiln::axes<1>, kiln::keepdim));
+    kiln::slice(y, 1, 0, 20) = kiln::slice(y, 1, 0, 20) - kiln::amax(y, kiln::axes<1>, kiln::keepdim);
+    for (index_t i = 0; i < 600; ++i)
+      for (index_t j = 0; j < 40; ++j) CHECK(y(i, j) == (j < 20 ? before(i, j) - m(i, 0) : before(i, j)));
+  }
+  SUBCASE("a boundary reads the destination transposed") {
+    kiln::tensor<float, 2> y = kiln::randn<float>({300, 300}, 66);
+    kiln::tensor<float, 2> const before = y;
+    auto const m = kiln::eval(kiln::amax(kiln::transpose(before), kiln::axes<1>, kiln::keepdim));  // column maxima
+    y = y - kiln::amax(kiln::transpose(y), kiln::axes<1>, kiln::keepdim);
+    for (index_t i = 0; i < 300; ++i)
+      for (index_t j = 0; j < 300; ++j) CHECK(y(i, j) == before(i, j) - m(i, 0));
+  }
+}
+
 TEST_CASE("a reduction node copies and moves whole: shape, axes and an argument it owns") {
   kiln::tensor<float, 1> const flat = kiln::arange<float>(0, 24);
   kiln::tensor<float, 3> const x = kiln::reshape(flat, {2, 3, 4});  // x(i, j, k) = 12 i + 4 j + k

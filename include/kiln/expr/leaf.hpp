@@ -37,6 +37,15 @@ class leaf {
   extents<R> const& shape() const noexcept { return view_.shape(); }
   bool whole() const noexcept { return whole_; }
 
+  // Rows [start, start + count) of dimension 0 only (row-blocked evaluation, eval/row_blocks.hpp).
+  void keep_rows(index_t start, index_t count) noexcept {
+    extents<R> shape = view_.shape();
+    shape[0] = count;
+    // (Constructed in place: assigning a view assigns its elements.)
+    std::construct_at(&view_, view_.data() + start * view_.strides()[0], shape, view_.strides());
+    whole_ = false;
+  }
+
  private:
   tensor_view<T const, R> view_;
   bool whole_;
@@ -50,11 +59,14 @@ template <class T, int R>
 class owned_leaf : public leaf<T, R> {
  public:
   explicit owned_leaf(tensor<T, R>&& t) : owned_leaf(std::make_shared<tensor<T, R> const>(std::move(t))) {}
+  // Over memory the caller keeps alive for the leaf's whole use: a block of a boundary's result
+  // (eval/row_blocks.hpp), of the type its evaluation into a tensor gives.
+  static owned_leaf borrowing(tensor_view<T const, R> v) noexcept { return owned_leaf(v, nullptr, false); }
 
  protected:
   // A leaf over a whole tensor that `owner` keeps alive (a var's node keeps its value).
-  owned_leaf(tensor_view<T const, R> v, std::shared_ptr<void const> owner) noexcept
-      : leaf<T, R>(v, true), owner_(std::move(owner)) {}
+  owned_leaf(tensor_view<T const, R> v, std::shared_ptr<void const> owner, bool whole = true) noexcept
+      : leaf<T, R>(v, whole), owner_(std::move(owner)) {}
 
  private:
   explicit owned_leaf(std::shared_ptr<tensor<T, R> const> owned)
