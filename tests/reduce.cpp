@@ -1041,6 +1041,75 @@ TEST_CASE("NaN propagates through sum, mean, amax and amin; argmax and argmin re
   CHECK(reduce_all(argmin_of, ties) == 2);
 }
 
+// amax and amin step with the bare max or min instruction and a sum of the inputs beside it (the
+// probe): a NaN the instruction drops must still come out, wherever it sits in a row (the four
+// accumulators, the batches after them, the tail, a second block, a lane of the final batch), and a
+// probe that turns NaN without one (+inf and -inf in one lane, or a sum that overflowed and then
+// met -inf) must still give the exact extremum.
+TEST_CASE("amax and amin: NaN at every position of a row, infinities of both signs in one lane") {
+  constexpr index_t W = float_lanes;
+  auto reference = [](kiln::tensor<float, 2> const& x, index_t r, bool max) {
+    float m = max ? -finf : finf;
+    for (index_t i = 0; i < x.extent(1); ++i) {
+      float const v = x(r, i);
+      if (std::isnan(v)) return v;
+      m = max ? std::max(m, v) : std::min(m, v);
+    }
+    return m;
+  };
+  // The same value: NaN matches any NaN, and otherwise the bits (the sign of a zero, infinities).
+  auto same = [](float a, float b) {
+    return std::isnan(a) ? std::isnan(b) : std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+  };
+  auto check_rows = [&](kiln::tensor<float, 2> const& x) {
+    auto check = [&](auto const& policy) {
+      auto const hi = kiln::eval(policy, kiln::amax(x, kiln::axes<1>));
+      auto const lo = kiln::eval(policy, kiln::amin(x, kiln::axes<1>));
+      auto const fused = kiln::eval(policy, kiln::amax(x * 2.f, kiln::axes<1>, kiln::keepdim));
+      for (index_t r = 0; r < x.extent(0); ++r) {
+        CAPTURE(r);
+        CHECK(same(hi(r), reference(x, r, true)));
+        CHECK(same(lo(r), reference(x, r, false)));
+        CHECK(same(fused(r, 0), 2.f * reference(x, r, true)));
+      }
+      // One row of the tensor as a full reduction.
+      auto const first = kiln::reshape(kiln::slice(x, 0, 0, 1), {x.extent(1)});
+      CHECK(same(kiln::eval(policy, kiln::amax(first))(), reference(x, 0, true)));
+      CHECK(same(kiln::eval(policy, kiln::amin(first))(), reference(x, 0, false)));
+    };
+    check(kiln::simd);
+    check(kiln::seq);
+    check(kiln::par);
+  };
+  for (index_t n : {index_t{1}, index_t{3}, W, W + 1, 4 * W, 4 * W + 3, 5 * W + 2, 1024 + 4 * W + 1}) {
+    CAPTURE(n);
+    kiln::tensor<float, 2> x = kiln::randn<float>({3, n}, 41);
+    std::vector<index_t> at;
+    if (n <= 5 * W + 2)
+      for (index_t p = 0; p < n; ++p) at.push_back(p);
+    else
+      at = {0, W - 1, 4 * W - 1, 4 * W, 1023, 1024, 1024 + 4 * W, n - 1};
+    for (index_t p : at) {
+      CAPTURE(p);
+      kiln::tensor<float, 2> y = x;
+      y(0, p) = fnan;
+      y(2, p) = -finf;  // (a lone infinity: no NaN anywhere in that row)
+      check_rows(y);
+    }
+  }
+  // +inf and -inf four batches apart land in the same accumulator and lane (batches 0, 4, 8, and
+  // 12 after the fours, all in the first); so do values near FLT_MAX whose sum overflows before a
+  // -inf arrives.
+  index_t const n = 13 * W + 5;
+  kiln::tensor<float, 2> x = kiln::randn<float>({4, n}, 43);
+  x(0, 1) = finf, x(0, 4 * W + 1) = -finf;
+  x(1, 2) = -finf, x(1, 12 * W + 2) = finf;
+  for (index_t k = 0; k < 3; ++k) x(2, k * 4 * W + 3) = 3e38f;
+  x(2, 12 * W + 3) = -finf;
+  for (index_t i = 0; i < n; ++i) x(3, i) = -finf;
+  check_rows(x);
+}
+
 TEST_CASE("float var and std whose squared deviations overflow float: computed again in double, as PyTorch") {
   // Deviations of ±1e19 square to 1e38, and their sum passes FLT_MAX, while the variance
   // (1.1e38) and the standard deviation (1.05e19) are floats: PyTorch 2.15 gives both.

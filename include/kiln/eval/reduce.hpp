@@ -123,26 +123,35 @@ A fold_row(Ev const& ev, index_t n) {
 // and so on down to one lane. (Rotations computed by a function: nvcc's front end misreads a shift
 // inside the template argument list.)
 constexpr std::size_t rotation(std::size_t lanes, std::size_t step) { return lanes / (std::size_t{2} << step); }
-template <class Op, class B, std::size_t... Step>
-KILN_ALWAYS_INLINE B combine_rotations(B t, std::index_sequence<Step...>) {
-  ((t = Op::combine(t, simd_detail::rotate_lanes<rotation(B::size, Step)>(t))), ...);
+template <class B, class Combine, std::size_t... Step>
+KILN_ALWAYS_INLINE B combine_rotations(B t, Combine const& combine, std::index_sequence<Step...>) {
+  ((t = combine(t, simd_detail::rotate_lanes<rotation(B::size, Step)>(t))), ...);
   return t;
 }
+
+// amax and amin (the infinity norm too) over float or double batches: the folds whose combine
+// has a cheaper form for inputs without NaN (combine_ignoring_nan).
+template <class Op, class A>
+inline constexpr bool nan_probed = (std::is_base_of_v<ops::amax_red, Op> || std::is_base_of_v<ops::amin_red, Op>) &&
+                                   std::is_floating_point_v<A>;
 
 // Combines the lanes of a batch with Op. Sums add horizontally. amax and amin combine in
 // registers, the batch with itself rotated by half its lanes, then a quarter...: four dependent
 // steps with 16 lanes instead of a chain of fifteen through memory, which cost every row of
 // softmax or of an amax over rows about 100 cycles with AVX-512. Lane 0 then holds the chain's
-// result (a tie keeps the earlier lane, as combine does). Other ops keep the chain, and with it
-// their rounding.
+// result (a tie keeps the earlier lane, as combine does). A batch without NaN lanes rotates with
+// combine_ignoring_nan, the same bits in two instructions per step instead of four. Other ops
+// keep the chain, and with it their rounding.
 template <class Op, class B>
-auto fold_lanes(B const& b) {
+KILN_ALWAYS_INLINE auto fold_lanes(B const& b) {
   using A = typename B::value_type;
-  constexpr bool exact = std::is_same_v<Op, ops::amax_red> || std::is_same_v<Op, ops::amin_red>;
   if constexpr (std::is_same_v<Op, ops::sum_red> || std::is_base_of_v<ops::sum_red, Op>) {
     return simd_detail::reduce_add(b);
-  } else if constexpr (exact && std::is_floating_point_v<A>) {  // (xsimd 8 permutes these on every ISA)
-    return combine_rotations<Op>(b, std::make_index_sequence<std::bit_width(B::size) - 1>{}).get(0);
+  } else if constexpr (nan_probed<Op, A>) {  // (xsimd 8 permutes these on every ISA)
+    constexpr auto steps = std::make_index_sequence<std::bit_width(B::size) - 1>{};
+    if (xsimd::any(xsimd::isnan(b)))
+      return combine_rotations(b, [](B const& x, B const& y) KILN_INLINE_LAMBDA { return Op::combine(x, y); }, steps).get(0);
+    return combine_rotations(b, [](B const& x, B const& y) KILN_INLINE_LAMBDA { return Op::combine_ignoring_nan(x, y); }, steps).get(0);
   } else {
     alignas(storage_alignment) A lanes[B::size];
     b.store_aligned(lanes);
@@ -181,16 +190,62 @@ KILN_ALWAYS_INLINE void fold_four(Ev const& ev, index_t i, B& acc0, B& acc1, B& 
   acc3 = Op::combine(acc3, Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(i + 3 * W, W)));
 }
 
+// amax's and amin's block (fold_block_simd below, the same accumulators and order) for inputs
+// without NaN: combine costs three instructions per batch on the accumulator's chain (max or min,
+// an unordered compare, a blend), which made amax over rows twice a row sum's time. The
+// accumulators step with combine_ignoring_nan alone, which keeps the accumulator where an input
+// is NaN, and a sum of the inputs beside each, one add, probes for NaN: it ends NaN where an input
+// was (or where +inf met -inf in one lane). Where no sum did, every step gave combine's bits (no
+// accumulator ever held NaN, and a tie keeps the accumulator as combine does): returns true with
+// the block's batch. Otherwise false, and the caller folds the block again with combine.
+template <class Op, class A, inner_mode Mode, class Ev>
+KILN_ALWAYS_INLINE bool fold_block_probed(Ev const& ev, index_t start, index_t end, simd_detail::batch<A>& out) {
+  using B = simd_detail::batch<A>;
+  constexpr index_t W = B::size;
+  B const identity(Op::template identity<A>()), zero(A(0));
+  B acc0 = identity, acc1 = identity, acc2 = identity, acc3 = identity;
+  B sum0 = zero, sum1 = zero, sum2 = zero, sum3 = zero;
+  auto const step = [&](B& acc, B& sum, index_t i) KILN_INLINE_LAMBDA {
+    B const b = Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(i, W));
+    acc = Op::combine_ignoring_nan(acc, b);
+    sum += b;
+  };
+  index_t const count = end - start;
+  index_t const fours = count & ~(4 * W - 1), batches = count & ~(W - 1);
+  index_t j = 0;
+  for (; j < fours; j += 4 * W) {
+    step(acc0, sum0, start + j);
+    step(acc1, sum1, start + j + W);
+    step(acc2, sum2, start + j + 2 * W);
+    step(acc3, sum3, start + j + 3 * W);
+  }
+  for (; j < batches; j += W) step(acc0, sum0, start + j);
+  if (j < count) {
+    B const p = Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::tail>(start + j, count - j));
+    acc1 = Op::combine_ignoring_nan(acc1, first_lanes(p, count - j, identity));
+    sum1 += first_lanes(p, count - j, zero);
+  }
+  if (xsimd::any(xsimd::isnan((sum0 + sum1) + (sum2 + sum3)))) return false;
+  out = Op::combine_ignoring_nan(Op::combine_ignoring_nan(acc0, acc1), Op::combine_ignoring_nan(acc2, acc3));
+  return true;
+}
+
 // One block [start, end) of a row, with batches: four independent accumulators hide the add
 // latency, batch j of the block going into accumulator j % 4; the batches past the last four go
 // into the first, and the tail is a padded batch whose unused lanes are replaced by the identity.
 // Inline, so that a loop over short rows keeps its constants and the leaves' pointers in
 // registers. (Eight batches per step cut W6's instructions by a tenth but not its time, and
-// added a sixth to the compile time of bench/reduce.cpp.)
+// added a sixth to the compile time of bench/reduce.cpp.) amax and amin try fold_block_probed
+// first, except for large trees, whose code it would double.
 template <class Op, class A, inner_mode Mode, class Ev>
 KILN_ALWAYS_INLINE simd_detail::batch<A> fold_block_simd(Ev const& ev, index_t start, index_t end) {
   using B = simd_detail::batch<A>;
   constexpr index_t W = B::size;
+  if constexpr (nan_probed<Op, A> && !large_tree<Ev>) {
+    B probed;
+    if (fold_block_probed<Op, A, Mode>(ev, start, end, probed)) [[likely]]
+      return probed;
+  }
   B const identity(Op::template identity<A>());
   B acc0 = identity, acc1 = identity, acc2 = identity, acc3 = identity;
   // The loops' bounds computed first, relative to start (W is a power of two): the compiler knows
