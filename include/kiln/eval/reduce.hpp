@@ -864,6 +864,10 @@ template <class Policy, class T, int R, class Op, class Arg, int N, bool Keep, c
     if (dst.data()[i] == std::numeric_limits<T>::infinity()) dst.data()[i] = static_cast<T>(result.data()[i]);
 }
 
+// The most bytes of a two-pass reduction's first result (var's and std's mean, logsumexp's maximum)
+// that materialize_reduction keeps on the stack.
+inline constexpr std::size_t pre_buffer_bytes = 1024;
+
 // The reduction `node` of `arg`, its argument with every boundary already evaluated.
 template <class Policy, class T, int R, class Op, class Arg, int N, bool Keep, class Lowered>
 void materialize_reduction(Policy const& policy, tensor_view<T, R> const& dst, reduction<Op, Arg, N, Keep> const& node,
@@ -871,16 +875,24 @@ void materialize_reduction(Policy const& policy, tensor_view<T, R> const& dst, r
   std::bool_constant<Keep> const keep;
   if constexpr (requires { typename Op::pre; }) {
     // m = pre(arg) with the reduced dimensions kept; dst = output(fold(input(arg, m)), m).
+    constexpr int RA = Lowered::rank;
     using M = typename reduction<typename Op::pre, Lowered, N, true>::value_type;
-    extents<Lowered::rank> m_shape = arg.shape();
+    extents<RA> m_shape = arg.shape();
     for (int a : node.reduced_axes()) m_shape[a] = 1;
-    tensor<M, Lowered::rank> m(m_shape, uninitialized);
-    fold<typename Op::pre>(policy, m.view(), arg, node.reduced_axes(), std::true_type{});
-    if constexpr (requires { Op::pre::finalizes; }) finish(policy, m.view(), typename Op::pre{}, node.reduced_size());
-    fold<typename Op::fold>(policy, dst, make_map(typename Op::input{}, arg, std::as_const(m)), node.reduced_axes(), keep);
+    // m on the stack when it is small (the statistics of a few rows, a layer norm's block of rows),
+    // else on the heap.
+    alignas(storage_alignment) std::byte small[pre_buffer_bytes];
+    tensor<M, RA> large;
+    bool const fits = element_count<RA>(m_shape) <= index_t(pre_buffer_bytes / sizeof(M));
+    if (!fits) large = tensor<M, RA>(m_shape, uninitialized);
+    tensor_view<M, RA> const m(fits ? reinterpret_cast<M*>(small) : large.data(), m_shape);
+    tensor_view<M const, RA> const m_read(m);
+    fold<typename Op::pre>(policy, m, arg, node.reduced_axes(), std::true_type{});
+    if constexpr (requires { Op::pre::finalizes; }) finish(policy, m, typename Op::pre{}, node.reduced_size());
+    fold<typename Op::fold>(policy, dst, make_map(typename Op::input{}, arg, m_read), node.reduced_axes(), keep);
     // m has dst's elements in dst's order (its reduced dimensions have extent 1).
     assign(policy, flat(dst), make_map(node.op().make_output(node.reduced_size()), tensor_view<T const, 1>(flat(dst)),
-                                       tensor_view<M const, 1>(flat(std::as_const(m).view()))));
+                                       flat(m_read)));
     if constexpr (std::is_base_of_v<ops::var_red, Op> && std::is_same_v<T, float>)
       if (holds_infinity(dst)) materialize_in_double(policy, dst, node, arg);
   } else if constexpr (ops::index_picking<Op, typename Lowered::value_type>) {
