@@ -1155,6 +1155,39 @@ TEST_CASE("float var and std whose squared deviations overflow float: computed a
   CHECK(std::isnan(float(kiln::stddev(infinite))));
 }
 
+// var, std and logsumexp fold their two passes a block of rows of dimension 0 at a time (16384
+// elements) when that dimension is kept, under seq and simd. kiln::par runs each pass whole (on
+// one thread at these sizes), with the same bits per row as simd.
+TEST_CASE("var, std and logsumexp over blocks of rows: the bits of kiln::par's whole passes") {
+  auto same_bits = [](float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); };
+  // [300, 100]: blocks of 163 rows, the second partial; b is broadcast along dimension 0.
+  kiln::tensor<float, 2> x = kiln::randn<float>({300, 100}, 51);
+  kiln::tensor<float, 1> const b = kiln::randn<float>({100}, 52);
+  for (index_t i = 0; i < 100; ++i) x(200, i) = i % 2 ? -1e19f : 1e19f;  // a row whose float variance overflows
+  auto check = [&](auto const& op) {
+    auto const rows = kiln::eval(kiln::simd, op(x + b, kiln::axes<1>));
+    auto const kept = kiln::eval(kiln::simd, op(x + b, kiln::axes<1>, kiln::keepdim));
+    auto const serial = kiln::eval(kiln::seq, op(x + b, kiln::axes<1>));
+    auto const whole = kiln::eval(kiln::par, op(x + b, kiln::axes<1>));
+    CHECK(kiln_test::bitwise_equal(rows, whole));
+    for (index_t r = 0; r < 300; ++r) {
+      CAPTURE(r);
+      CHECK(same_bits(kept(r, 0), rows(r)));
+      CHECK(serial(r) == doctest::Approx(rows(r)).epsilon(1e-5));
+    }
+    // Rank 3, dimension 0 kept: [40, 30, 20] in blocks of 27 slices, over one axis and over two.
+    auto const y = kiln::randn<float>({40, 30, 20}, 53);
+    CHECK(kiln_test::bitwise_equal(kiln::eval(kiln::simd, op(y, kiln::axes<2>)), kiln::eval(kiln::par, op(y, kiln::axes<2>))));
+    CHECK(kiln_test::bitwise_equal(kiln::eval(kiln::simd, op(y * 2.f, kiln::axes<1, 2>, kiln::keepdim)),
+                                   kiln::eval(kiln::par, op(y * 2.f, kiln::axes<1, 2>, kiln::keepdim))));
+  };
+  check([](auto const& e, auto const&... o) { return kiln::variance(e, o...); });
+  check([](auto const& e, auto const&... o) { return kiln::stddev(e, o..., kiln::correction{0}); });
+  check([](auto const& e, auto const&... o) { return kiln::logsumexp(e, o...); });
+  // The overflowed row was computed again in double inside its block.
+  CHECK(kiln::eval(kiln::variance(x, kiln::axes<1>))(200) == doctest::Approx(1.0101e38).epsilon(1e-3));
+}
+
 TEST_CASE("logsumexp is stable for large inputs and exact for infinities, as PyTorch") {
   auto lse = [](std::initializer_list<float> v) { return reduce_all(logsumexp_of, kiln::tensor<float, 1>(v)); };
   double const log2 = std::log(2.0);

@@ -868,33 +868,86 @@ template <class Policy, class T, int R, class Op, class Arg, int N, bool Keep, c
 // that materialize_reduction keeps on the stack.
 inline constexpr std::size_t pre_buffer_bytes = 1024;
 
+// var, std and logsumexp: m = pre(arg) with the reduced dimensions kept (a mean, a maximum), then
+// dst = output(fold(input(arg, m)), m).
+template <class Policy, class T, int R, class Op, class Arg, int N, bool Keep, class Lowered>
+void fold_two_passes(Policy const& policy, tensor_view<T, R> const& dst, reduction<Op, Arg, N, Keep> const& node,
+                     Lowered const& arg) {
+  std::bool_constant<Keep> const keep;
+  constexpr int RA = Lowered::rank;
+  using M = typename reduction<typename Op::pre, Lowered, N, true>::value_type;
+  extents<RA> m_shape = arg.shape();
+  for (int a : node.reduced_axes()) m_shape[a] = 1;
+  // m on the stack when it is small (the statistics of a few rows, a layer norm's block of rows),
+  // else on the heap.
+  alignas(storage_alignment) std::byte small[pre_buffer_bytes];
+  tensor<M, RA> large;
+  bool const fits = element_count<RA>(m_shape) <= index_t(pre_buffer_bytes / sizeof(M));
+  if (!fits) large = tensor<M, RA>(m_shape, uninitialized);
+  tensor_view<M, RA> const m(fits ? reinterpret_cast<M*>(small) : large.data(), m_shape);
+  tensor_view<M const, RA> const m_read(m);
+  fold<typename Op::pre>(policy, m, arg, node.reduced_axes(), std::true_type{});
+  if constexpr (requires { Op::pre::finalizes; }) finish(policy, m, typename Op::pre{}, node.reduced_size());
+  fold<typename Op::fold>(policy, dst, make_map(typename Op::input{}, arg, m_read), node.reduced_axes(), keep);
+  // m has dst's elements in dst's order (its reduced dimensions have extent 1).
+  assign(policy, flat(dst), make_map(node.op().make_output(node.reduced_size()), tensor_view<T const, 1>(flat(dst)),
+                                     flat(m_read)));
+  if constexpr (std::is_base_of_v<ops::var_red, Op> && std::is_same_v<T, float>)
+    if (holds_infinity(dst)) materialize_in_double(policy, dst, node, arg);
+}
+
+// Node (of rank R, without boundaries) over rows [start, start + count) of dimension 0: the
+// leaves of rank R with all `rows` rows narrowed, the others (broadcast along dimension 0) kept.
+// Same types as Node's.
+template <int R, class Node>
+Node rows_of(Node const& node, index_t rows, index_t start, index_t count) {
+  if constexpr (requires { node.view(); }) {
+    Node kept = node;
+    if constexpr (Node::rank == R)
+      if (node.shape()[0] == rows) kept.keep_rows(start, count);
+    return kept;
+  } else if constexpr (requires { node.args(); }) {
+    return apply_pack([&](auto const&... a) { return Node(node.op(), rows_of<R>(a, rows, start, count)...); },
+                      node.args());
+  } else {
+    return node;
+  }
+}
+
+// Elements of the argument per block of rows in fold_two_passes_by_rows: its rows stay in L1 or L2
+// between the two passes.
+inline constexpr index_t two_pass_block_elements = 16384;
+
+// fold_two_passes where dimension 0 is kept, a block of its rows at a time: the second pass reads
+// rows the first has just brought into cache, where over the whole argument both read it from
+// memory. Each row's result is the same bits either way (a fold's result depends only on the row).
+template <class Policy, class T, int R, class Op, class Arg, int N, bool Keep, class Lowered>
+void fold_two_passes_by_rows(Policy const& policy, tensor_view<T, R> const& dst, reduction<Op, Arg, N, Keep> const& node,
+                             Lowered const& arg) {
+  constexpr int RA = Lowered::rank;
+  index_t const rows = arg.shape()[0];
+  index_t const row_size = rows == 0 ? 0 : element_count<RA>(arg.shape()) / rows;
+  index_t const block = std::max<index_t>(1, two_pass_block_elements / std::max<index_t>(1, row_size));
+  if (block >= rows) return fold_two_passes(policy, dst, node, arg);
+  for (index_t start = 0; start < rows; start += block) {
+    index_t const count = std::min(block, rows - start);
+    extents<R> shape = dst.shape();
+    shape[0] = count;
+    fold_two_passes(policy, tensor_view<T, R>(dst.data() + start * dst.strides()[0], shape, dst.strides()), node,
+                    rows_of<RA>(arg, rows, start, count));
+  }
+}
+
 // The reduction `node` of `arg`, its argument with every boundary already evaluated.
 template <class Policy, class T, int R, class Op, class Arg, int N, bool Keep, class Lowered>
 void materialize_reduction(Policy const& policy, tensor_view<T, R> const& dst, reduction<Op, Arg, N, Keep> const& node,
                            Lowered const& arg) {
   std::bool_constant<Keep> const keep;
   if constexpr (requires { typename Op::pre; }) {
-    // m = pre(arg) with the reduced dimensions kept; dst = output(fold(input(arg, m)), m).
-    constexpr int RA = Lowered::rank;
-    using M = typename reduction<typename Op::pre, Lowered, N, true>::value_type;
-    extents<RA> m_shape = arg.shape();
-    for (int a : node.reduced_axes()) m_shape[a] = 1;
-    // m on the stack when it is small (the statistics of a few rows, a layer norm's block of rows),
-    // else on the heap.
-    alignas(storage_alignment) std::byte small[pre_buffer_bytes];
-    tensor<M, RA> large;
-    bool const fits = element_count<RA>(m_shape) <= index_t(pre_buffer_bytes / sizeof(M));
-    if (!fits) large = tensor<M, RA>(m_shape, uninitialized);
-    tensor_view<M, RA> const m(fits ? reinterpret_cast<M*>(small) : large.data(), m_shape);
-    tensor_view<M const, RA> const m_read(m);
-    fold<typename Op::pre>(policy, m, arg, node.reduced_axes(), std::true_type{});
-    if constexpr (requires { Op::pre::finalizes; }) finish(policy, m, typename Op::pre{}, node.reduced_size());
-    fold<typename Op::fold>(policy, dst, make_map(typename Op::input{}, arg, m_read), node.reduced_axes(), keep);
-    // m has dst's elements in dst's order (its reduced dimensions have extent 1).
-    assign(policy, flat(dst), make_map(node.op().make_output(node.reduced_size()), tensor_view<T const, 1>(flat(dst)),
-                                       flat(m_read)));
-    if constexpr (std::is_base_of_v<ops::var_red, Op> && std::is_same_v<T, float>)
-      if (holds_infinity(dst)) materialize_in_double(policy, dst, node, arg);
+    // Under kiln::par each pass splits its rows between the threads instead.
+    if constexpr (R >= 1 && Lowered::rank >= 2 && (std::is_same_v<Policy, seq_policy> || std::is_same_v<Policy, simd_policy>))
+      if (node.reduced_axes()[0] != 0) return fold_two_passes_by_rows(policy, dst, node, arg);
+    fold_two_passes(policy, dst, node, arg);
   } else if constexpr (ops::index_picking<Op, typename Lowered::value_type>) {
     arg_fold<Op>(dst, arg, node.reduced_axes(), keep);
   } else {

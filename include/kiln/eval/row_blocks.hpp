@@ -42,24 +42,6 @@ void for_each_part(Node const& node, OnLeaf const& on_leaf, OnBoundary const& on
     apply_pack([&](auto const&... a) { (for_each_part(a, on_leaf, on_boundary), ...); }, node.args());
 }
 
-// Node (of rank R, without boundaries) over rows [start, start + count) of dimension 0: the
-// leaves of rank R with all `rows` rows narrowed, the others (broadcast along dimension 0) kept.
-// Same types as Node's.
-template <int R, class Node>
-Node rows_of(Node const& node, index_t rows, index_t start, index_t count) {
-  if constexpr (requires { node.view(); }) {
-    Node kept = node;
-    if constexpr (Node::rank == R)
-      if (node.shape()[0] == rows) kept.keep_rows(start, count);
-    return kept;
-  } else if constexpr (requires { node.args(); }) {
-    return apply_pack([&](auto const&... a) { return Node(node.op(), rows_of<R>(a, rows, start, count)...); },
-                      node.args());
-  } else {
-    return node;
-  }
-}
-
 // Stack room for one boundary's result over a block.
 inline constexpr std::size_t row_block_buffer_bytes = 2048;
 // Elements of the expression per block: its arguments' rows stay in L1 or L2 between the passes.
