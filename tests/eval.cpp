@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
@@ -133,7 +132,6 @@ TEST_CASE("a large tree's rows give every length of tail the lanes a longer row 
   kiln::tensor<float, 1> const want = deep(kiln::view(x_all, {longest}), b_view, keep_view);
   kiln::tensor<float, 2> const column = kiln::view(x_all, {2, 1});  // broadcast along rows: the mixed loop
   kiln::tensor<float, 2> const rows_want = deep(column, b_view, keep_view);
-  auto same_bits = [](float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); };
   for (kiln::index_t n = 0; n <= longest; ++n) {
     CAPTURE(n);
     auto const b = prefix(b_all, n);
@@ -141,7 +139,7 @@ TEST_CASE("a large tree's rows give every length of tail the lanes a longer row 
     auto same_prefix = [&](kiln::tensor_view<float const, 1> got) {
       for (kiln::index_t i = 0; i < n; ++i) {
         CAPTURE(i);
-        CHECK(same_bits(got(i), want(i)));
+        CHECK(kiln_test::same_bits(got(i), want(i)));
       }
     };
 #if defined(__unix__)
@@ -162,7 +160,7 @@ TEST_CASE("a large tree's rows give every length of tail the lanes a longer row 
     same_prefix(inplace);
     kiln::tensor<float, 2> const rows = deep(column, b, keep);
     for (kiln::index_t r = 0; r < 2; ++r)
-      for (kiln::index_t i = 0; i < n; ++i) CHECK(same_bits(rows(r, i), rows_want(r, i)));
+      for (kiln::index_t i = 0; i < n; ++i) CHECK(kiln_test::same_bits(rows(r, i), rows_want(r, i)));
   }
 }
 
@@ -198,7 +196,7 @@ TEST_CASE("a large tree folds and differentiates every length of row as a small 
     auto const small = values * 1.f;  // the same values through a small tree's folds
     auto const flat = kiln::view(x_data, {rows * n});  // the whole tensor as one row
     float const total = kiln::sum(deep(flat, flat)), total_small = kiln::sum(kiln::eval(deep(flat, flat)) * 1.f);
-    CHECK(std::bit_cast<std::uint32_t>(total) == std::bit_cast<std::uint32_t>(total_small));
+    CHECK(kiln_test::same_bits(total, total_small));
     CHECK(kiln_test::bitwise_equal(kiln::eval(kiln::sum(tree, kiln::axes<1>)), kiln::eval(kiln::sum(small, kiln::axes<1>))));
     CHECK(kiln_test::bitwise_equal(kiln::eval(kiln::sum(tree, kiln::axes<0>)), kiln::eval(kiln::sum(small, kiln::axes<0>))));
     if (n > 0) CHECK(kiln_test::bitwise_equal(kiln::eval(kiln::amax(tree, kiln::axes<1>)), kiln::eval(kiln::amax(small, kiln::axes<1>))));

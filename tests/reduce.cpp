@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -802,9 +801,7 @@ void check_row_folds(index_t rows, index_t n) {
     auto const a = kiln::view(A.data() + r * n, kiln::extents<1>{n});
     auto const p = kiln::view(padded.data() + r * (n + 3), kiln::extents<1>{n});
     T const alone = kiln::sum(a * a);
-    bool const same = std::bit_cast<std::array<unsigned char, sizeof(T)>>(squares(r)) ==
-                      std::bit_cast<std::array<unsigned char, sizeof(T)>>(alone);
-    if (!same || kept(r, 0) != squares(r) || T(kiln::sum(a * scalar)) != scaled(r) ||
+    if (!kiln_test::same_bits(squares(r), alone) || kept(r, 0) != squares(r) || T(kiln::sum(a * scalar)) != scaled(r) ||
         T(kiln::sum(a + b)) != shifted(r) || T(kiln::sum(p)) != strided(r))
       wrong = r;
     bucket sq, sc, sh, st;
@@ -1059,7 +1056,7 @@ TEST_CASE("amax and amin: NaN at every position of a row, infinities of both sig
   };
   // The same value: NaN matches any NaN, and otherwise the bits (the sign of a zero, infinities).
   auto same = [](float a, float b) {
-    return std::isnan(a) ? std::isnan(b) : std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+    return std::isnan(a) ? std::isnan(b) : kiln_test::same_bits(a, b);
   };
   auto check_rows = [&](kiln::tensor<float, 2> const& x) {
     auto check = [&](auto const& policy) {
@@ -1123,7 +1120,6 @@ TEST_CASE("float var and std whose squared deviations overflow float: computed a
     x(1, i) = normal(i);
     wide.push_back(double(big(i)));
   }
-  auto same_bits = [](float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); };
   for (double c : {1.0, 0.0}) {
     CAPTURE(c);
     kiln::correction const corr{c};
@@ -1136,8 +1132,8 @@ TEST_CASE("float var and std whose squared deviations overflow float: computed a
       CHECK(v(0) == doctest::Approx(want).epsilon(1e-6));
       CHECK(sd(0, 0) == doctest::Approx(std::sqrt(want)).epsilon(1e-6));
       // The row that did not overflow keeps its float bits.
-      CHECK(same_bits(v(1), kiln::eval(policy, kiln::variance(normal, corr))()));
-      CHECK(same_bits(sd(1, 0), kiln::eval(policy, kiln::stddev(normal, corr))()));
+      CHECK(kiln_test::same_bits(v(1), kiln::eval(policy, kiln::variance(normal, corr))()));
+      CHECK(kiln_test::same_bits(sd(1, 0), kiln::eval(policy, kiln::stddev(normal, corr))()));
       // Along the outer axis: one output per column.
       auto const cols = kiln::eval(policy, kiln::variance(kiln::transpose(x), kiln::axes<0>, corr));
       CHECK(cols(0) == doctest::Approx(want).epsilon(1e-6));
@@ -1159,7 +1155,6 @@ TEST_CASE("float var and std whose squared deviations overflow float: computed a
 // elements) when that dimension is kept, under seq and simd. kiln::par runs each pass whole (on
 // one thread at these sizes), with the same bits per row as simd.
 TEST_CASE("var, std and logsumexp over blocks of rows: the bits of kiln::par's whole passes") {
-  auto same_bits = [](float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); };
   // [300, 100]: blocks of 163 rows, the second partial; b is broadcast along dimension 0.
   kiln::tensor<float, 2> x = kiln::randn<float>({300, 100}, 51);
   kiln::tensor<float, 1> const b = kiln::randn<float>({100}, 52);
@@ -1172,7 +1167,7 @@ TEST_CASE("var, std and logsumexp over blocks of rows: the bits of kiln::par's w
     CHECK(kiln_test::bitwise_equal(rows, whole));
     for (index_t r = 0; r < 300; ++r) {
       CAPTURE(r);
-      CHECK(same_bits(kept(r, 0), rows(r)));
+      CHECK(kiln_test::same_bits(kept(r, 0), rows(r)));
       CHECK(serial(r) == doctest::Approx(rows(r)).epsilon(1e-5));
     }
     // Rank 3, dimension 0 kept: [40, 30, 20] in blocks of 27 slices, over one axis and over two.

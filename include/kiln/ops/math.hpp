@@ -93,12 +93,19 @@ KILN_ALWAYS_INLINE KILN_HD M negate(M const& a) {
 // a). On batches one max or min and one blend: max_else_second(b, a) gives a where either is NaN,
 // and the blend passes b's NaN. The general form, three compares and two blends on the fold's
 // dependency chain, made amax 7x slower than a hand loop with AVX-512.
+//
+// extremum_ignoring_nan is the first of those two steps alone, on batches: b where it is strictly
+// greater (smaller), else a, and a wherever either is NaN. The amax and amin folds step with it
+// where a probe beside them shows no NaN (fold_block_probed in eval/reduce.hpp).
+template <bool Max, class B>
+KILN_ALWAYS_INLINE B extremum_ignoring_nan(B const& a, B const& b) {
+  return Max ? simd_detail::max_else_second(b, a) : simd_detail::min_else_second(b, a);
+}
 template <bool Max, class T>
 KILN_ALWAYS_INLINE KILN_HD T nan_propagating_extremum(T a, T b) {
   constexpr bool floating = std::is_floating_point_v<element_t<T>>;
   if constexpr (floating && simd_detail::is_batch<T>) {
-    T const kept = Max ? simd_detail::max_else_second(b, a) : simd_detail::min_else_second(b, a);
-    return xsimd::select(xsimd::isnan(b), b, kept);
+    return xsimd::select(xsimd::isnan(b), b, extremum_ignoring_nan<Max>(a, b));
   } else {
     T const chosen = select(Max ? a < b : b < a, b, a);
     if constexpr (floating)

@@ -103,8 +103,7 @@ struct extremum_red {
   // which keeps a where b is NaN (and on a tie, as combine does). The folds step with it and probe
   // for NaN beside it (fold_block_probed in eval/reduce.hpp).
   template <class B> KILN_ALWAYS_INLINE static B combine_ignoring_nan(B const& a, B const& b) {
-    if constexpr (Max) return simd_detail::max_else_second(b, a);
-    else return simd_detail::min_else_second(b, a);
+    return math::extremum_ignoring_nan<Max>(a, b);
   }
   template <class A> KILN_OP static A finalize(A a, index_t) { return a; }
   // Split evenly among the inputs equal to the result, NaN matching NaN (PyTorch's
