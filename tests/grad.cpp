@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <thread>
@@ -165,6 +166,35 @@ TEST_CASE("PyTorch's conventions at the awkward points") {
   CHECK(grad_at([](auto const& x) { return kiln::prod(x); }, {2, 0, 3}) == std::vector<double>{0, 6, 0});
   CHECK(grad_at([](auto const& x) { return kiln::prod(x); }, {2, 0, 0}) == std::vector<double>{0, 0, 0});
   CHECK(grad_at([](auto const& x) { return kiln::prod(x); }, {2, 4, 3}) == std::vector<double>{12, 6, 8});
+  // prod's gradient is the product of the others, NaN where that is 0 * inf (PyTorch's
+  // exclusive-cumprod rule) and out / x with no zero.
+  auto const same = [](std::vector<double> const& got, std::vector<double> const& want) {
+    return got.size() == want.size() && std::equal(got.begin(), got.end(), want.begin(), [](double a, double b) {
+             return a == b || (std::isnan(a) && std::isnan(b));
+           });
+  };
+  auto const prod_grad = [&](std::initializer_list<double> x) { return grad_at([](auto const& v) { return kiln::prod(v); }, x); };
+  CHECK(same(prod_grad({inf, 0, 3}), {0, inf, nan}));
+  CHECK(same(prod_grad({nan, 0, 3}), {0, nan, nan}));
+  CHECK(same(prod_grad({inf, 0, 0}), {0, nan, nan}));
+  CHECK(same(prod_grad({-inf, 0, 0, 2}), {0, nan, nan, nan}));
+  CHECK(same(prod_grad({inf, 2}), {nan, inf}));
+  {  // along an axis, each row by its own counts; rows long enough for whole SIMD batches
+    kiln::tensor<float, 2> x = kiln::ones<float>({3, 37});
+    x(0, 5) = 0;    // one zero and one infinity: the zero gets inf, the infinity 0, the rest NaN
+    x(0, 20) = std::numeric_limits<float>::infinity();
+    x(1, 3) = 0;    // two zeros: all 0
+    x(1, 36) = 0;
+    x(2, 30) = 0;   // one zero: it gets the product of the others (2), the rest 0
+    x(2, 31) = 2;
+    auto const g = kiln::grad([](auto const& v) { return kiln::sum(kiln::prod(v, 1)); })(x);
+    for (index_t j = 0; j < 37; ++j) {
+      CAPTURE(j);
+      CHECK(same({g(0, j)}, {j == 5 ? inf : j == 20 ? 0 : nan}));
+      CHECK(g(1, j) == 0);
+      CHECK(g(2, j) == (j == 30 ? 2 : 0));
+    }
+  }
   // norm at 0 has gradient 0, not NaN.
   CHECK(grad_at([](auto const& x) { return kiln::norm(x); }, {0, 0}) == std::vector<double>{0, 0});
   // fmax and fmin split a tie as maximum and minimum do; a NaN loses.

@@ -9,6 +9,7 @@
 #include <kiln/core/function_objects.hpp>
 #include <kiln/ops/math.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <tuple>
@@ -66,20 +67,31 @@ struct prod_red {
   template <class A, class V> KILN_OP static A prepare(V v) { return static_cast<A>(v); }
   template <class A> KILN_OP static A combine(A a, A b) { return math::wrapping(a, b, math::multiplies{}); }
   template <class A> KILN_OP static A finalize(A a, index_t) { return a; }
-  // Zeros need care (PyTorch's prod_backward): with none, out / x; with exactly one, the zero
-  // gets the product of the others and the rest 0; with more, every gradient is 0. The count of
-  // zeros and the product of the non-zeros are reduced first (grad_aux).
+  // The gradient of x is the product of the others. With no zero that is out / x (PyTorch's
+  // formula, NaN at an infinity); a zero among the others makes it 0, or NaN where an infinity or
+  // a NaN is among them too (0 * inf); the one zero gets the product of the non-zeros. PyTorch
+  // computes the same through exclusive cumulative products (prod_safe_zeros_backward), except
+  // that a full reduction with two or more zeros gives 0 everywhere outside create_graph. The
+  // counts of zeros and of non-finite elements and the product of the non-zeros are reduced first.
   struct count_zeros : math::op_base<3, op_kind::floating> {
     static constexpr std::string_view name = "is_zero";
     template <class T> KILN_OP T operator()(T x, T, T) const { return math::select(x == T(0), T(1), T(0)); }
+  };
+  struct count_nonfinite : math::op_base<3, op_kind::floating> {
+    static constexpr std::string_view name = "is_nonfinite";
+    template <class T> KILN_OP T operator()(T x, T, T) const { using std::isfinite; return math::select(isfinite(x), T(0), T(1)); }
   };
   struct nonzero_or_one : math::op_base<3, op_kind::floating> {
     static constexpr std::string_view name = "nonzero_or_one";
     template <class T> KILN_OP T operator()(T x, T, T) const { return math::select(x == T(0), T(1), x); }
   };
-  using grad_aux = std::tuple<grad_aux_t<count_zeros, sum_red>, grad_aux_t<nonzero_or_one, prod_red>>;
-  template <class T> KILN_OP static T grad(T x, T out, T g, T, T zeros, T others) {
-    return math::select(zeros == T(0), g * out / x, math::select(zeros == T(1) && x == T(0), g * others, T(0)));
+  using grad_aux = std::tuple<grad_aux_t<count_zeros, sum_red>, grad_aux_t<nonzero_or_one, prod_red>,
+                              grad_aux_t<count_nonfinite, sum_red>>;
+  template <class T> KILN_OP static T grad(T x, T out, T g, T, T zeros, T nonzero_product, T nonfinite) {
+    T const nonfinite_others = nonfinite - count_nonfinite{}(x, out, g);
+    T const with_a_zero = math::select(nonfinite_others == T(0), T(0), T(std::numeric_limits<math::element_t<T>>::quiet_NaN()));
+    return g * math::select(zeros == T(0), out / x,
+                            math::select(zeros == T(1) && x == T(0), nonzero_product, with_a_zero));
   }
 };
 // NaN-propagating maximum (Max) and minimum; an empty reduction is an error (there is no
