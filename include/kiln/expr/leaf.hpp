@@ -41,8 +41,10 @@ class leaf {
   void keep_rows(index_t start, index_t count) noexcept {
     extents<R> shape = view_.shape();
     shape[0] = count;
-    // (Constructed in place: assigning a view assigns its elements.)
-    std::construct_at(&view_, view_.data() + start * view_.strides()[0], shape, view_.strides());
+    extents<R> const strides = view_.strides();
+    // (Constructed in place: assigning a view assigns its elements. The new view's arguments are
+    // copies: the old view's storage is dead once the new one's lifetime begins.)
+    std::construct_at(&view_, view_.data() + start * strides[0], shape, strides);
     whole_ = false;
   }
 
