@@ -9,6 +9,7 @@
 #include <kiln/expr/reduce.hpp>
 #include <kiln/ops/transcendental.hpp>
 
+#include <array>
 #include <bit>
 #include <limits>
 #include <tuple>
@@ -180,14 +181,44 @@ KILN_ALWAYS_INLINE B first_lanes(B const& b, index_t n, B const& fill) {
   return xsimd::select(lane < B(A(n)), b, fill);
 }
 
-// Four batches from element i on, one into each accumulator.
-template <class Op, class A, inner_mode Mode, class Ev, class B>
-KILN_ALWAYS_INLINE void fold_four(Ev const& ev, index_t i, B& acc0, B& acc1, B& acc2, B& acc3) {
+// A padded tail batch's number of used lanes, or a whole batch (whole_batch).
+struct whole_batch_t {};
+inline constexpr whole_batch_t whole_batch{};
+
+// b as a fold takes it: whole, or with the unused lanes of a padded tail replaced by fill.
+template <class B, class Lanes>
+KILN_ALWAYS_INLINE B used_lanes(B const& b, Lanes lanes, B const& fill) {
+  if constexpr (std::is_same_v<Lanes, whole_batch_t>) return b;
+  else return first_lanes(b, lanes, fill);
+}
+
+// The prepared batches of one block [start, end) of a row, in the order every block fold takes
+// them: four independent accumulators hide the combine's latency, batch j going into accumulator
+// j % 4 while four remain; the batches after go into the first, and the tail, a padded batch,
+// into the second. Calls step(accumulator, batch, lanes): the accumulator an integral_constant,
+// lanes whole_batch or the tail's used lanes (used_lanes above).
+template <class Op, class A, inner_mode Mode, class Ev, class Step>
+KILN_ALWAYS_INLINE void for_each_batch(Ev const& ev, index_t start, index_t end, Step&& step) {
+  using B = simd_detail::batch<A>;
   constexpr index_t W = B::size;
-  acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(i, W)));
-  acc1 = Op::combine(acc1, Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(i + W, W)));
-  acc2 = Op::combine(acc2, Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(i + 2 * W, W)));
-  acc3 = Op::combine(acc3, Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(i + 3 * W, W)));
+  auto const whole = [&](index_t i) KILN_INLINE_LAMBDA {
+    return Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(i, W));
+  };
+  // The loops' bounds computed first, relative to start (W is a power of two): the compiler knows
+  // where each loop leaves j, and a loop over rows of one length computes them once.
+  index_t const count = end - start;
+  index_t const fours = count & ~(4 * W - 1), batches = count & ~(W - 1);
+  index_t j = 0;
+  for (; j < fours; j += 4 * W) {
+    step(std::integral_constant<int, 0>{}, whole(start + j), whole_batch);
+    step(std::integral_constant<int, 1>{}, whole(start + j + W), whole_batch);
+    step(std::integral_constant<int, 2>{}, whole(start + j + 2 * W), whole_batch);
+    step(std::integral_constant<int, 3>{}, whole(start + j + 3 * W), whole_batch);
+  }
+  for (; j < batches; j += W) step(std::integral_constant<int, 0>{}, whole(start + j), whole_batch);
+  if (j < count)
+    step(std::integral_constant<int, 1>{},
+         Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::tail>(start + j, count - j)), count - j);
 }
 
 // amax's and amin's block (fold_block_simd below, the same accumulators and order) for inputs
@@ -201,42 +232,22 @@ KILN_ALWAYS_INLINE void fold_four(Ev const& ev, index_t i, B& acc0, B& acc1, B& 
 template <class Op, class A, inner_mode Mode, class Ev>
 KILN_ALWAYS_INLINE bool fold_block_probed(Ev const& ev, index_t start, index_t end, simd_detail::batch<A>& out) {
   using B = simd_detail::batch<A>;
-  constexpr index_t W = B::size;
   B const identity(Op::template identity<A>()), zero(A(0));
-  B acc0 = identity, acc1 = identity, acc2 = identity, acc3 = identity;
-  B sum0 = zero, sum1 = zero, sum2 = zero, sum3 = zero;
-  auto const step = [&](B& acc, B& sum, index_t i) KILN_INLINE_LAMBDA {
-    B const b = Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(i, W));
-    acc = Op::combine_ignoring_nan(acc, b);
-    sum += b;
-  };
-  index_t const count = end - start;
-  index_t const fours = count & ~(4 * W - 1), batches = count & ~(W - 1);
-  index_t j = 0;
-  for (; j < fours; j += 4 * W) {
-    step(acc0, sum0, start + j);
-    step(acc1, sum1, start + j + W);
-    step(acc2, sum2, start + j + 2 * W);
-    step(acc3, sum3, start + j + 3 * W);
-  }
-  for (; j < batches; j += W) step(acc0, sum0, start + j);
-  if (j < count) {
-    B const p = Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::tail>(start + j, count - j));
-    acc1 = Op::combine_ignoring_nan(acc1, first_lanes(p, count - j, identity));
-    sum1 += first_lanes(p, count - j, zero);
-  }
-  if (xsimd::any(xsimd::isnan((sum0 + sum1) + (sum2 + sum3)))) return false;
-  out = Op::combine_ignoring_nan(Op::combine_ignoring_nan(acc0, acc1), Op::combine_ignoring_nan(acc2, acc3));
+  std::array<B, 4> acc{identity, identity, identity, identity}, sum{zero, zero, zero, zero};
+  for_each_batch<Op, A, Mode>(ev, start, end, [&](auto k, B const& b, auto lanes) KILN_INLINE_LAMBDA {
+    acc[k] = Op::combine_ignoring_nan(acc[k], used_lanes(b, lanes, identity));
+    sum[k] += used_lanes(b, lanes, zero);
+  });
+  if (xsimd::any(xsimd::isnan((sum[0] + sum[1]) + (sum[2] + sum[3])))) return false;
+  out = Op::combine_ignoring_nan(Op::combine_ignoring_nan(acc[0], acc[1]), Op::combine_ignoring_nan(acc[2], acc[3]));
   return true;
 }
 
-// One block [start, end) of a row, with batches: four independent accumulators hide the add
-// latency, batch j of the block going into accumulator j % 4; the batches past the last four go
-// into the first, and the tail is a padded batch whose unused lanes are replaced by the identity.
-// Inline, so that a loop over short rows keeps its constants and the leaves' pointers in
-// registers. (Eight batches per step cut W6's instructions by a tenth but not its time, and
-// added a sixth to the compile time of bench/reduce.cpp.) amax and amin try fold_block_probed
-// first, except for large trees, whose code it would double.
+// One block [start, end) of a row, with batches (for_each_batch). Inline, so that a loop over
+// short rows keeps its constants and the leaves' pointers in registers. (Eight batches per step
+// cut W6's instructions by a tenth but not its time, and added a sixth to the compile time of
+// bench/reduce.cpp.) amax and amin try fold_block_probed first, except for large trees, whose
+// code it would double.
 template <class Op, class A, inner_mode Mode, class Ev>
 KILN_ALWAYS_INLINE simd_detail::batch<A> fold_block_simd(Ev const& ev, index_t start, index_t end) {
   using B = simd_detail::batch<A>;
@@ -247,38 +258,31 @@ KILN_ALWAYS_INLINE simd_detail::batch<A> fold_block_simd(Ev const& ev, index_t s
       return probed;
   }
   B const identity(Op::template identity<A>());
-  B acc0 = identity, acc1 = identity, acc2 = identity, acc3 = identity;
-  // The loops' bounds computed first, relative to start (W is a power of two): the compiler knows
-  // where each loop leaves j, and a loop over rows of one length computes them once.
-  index_t const count = end - start;
-  index_t const fours = count & ~(4 * W - 1);
-  index_t j = 0;
+  std::array<B, 4> acc{identity, identity, identity, identity};
   if constexpr (large_tree<Ev>) {
-    // One copy of a large tree's code for every step instead of six (four for fold_four, one for
-    // the batches after, one for the tail; see simd_row). The accumulators rotate instead of being
-    // named, so each batch lands where the loops below put it: the same result, bit for bit.
-    for (; j < count; j += W) {
+    // One copy of a large tree's code for every step instead of six (four in the loop over fours,
+    // one for the batches after, one for the tail; see simd_row). The accumulators rotate instead
+    // of being named, so each batch lands where for_each_batch puts it: the same result, bit for
+    // bit.
+    index_t const count = end - start;
+    index_t const fours = count & ~(4 * W - 1);
+    for (index_t j = 0; j < count; j += W) {
       index_t const left = count - j;
       B const p = Op::template prepare<B>(
           ev.template packet<A, Mode, batch_cover::whole_or_tail>(start + j, left < W ? left : W));
       if (left < W) {
-        acc1 = Op::combine(acc1, first_lanes(p, left, identity));
+        acc[1] = Op::combine(acc[1], first_lanes(p, left, identity));
       } else {
-        acc0 = Op::combine(acc0, p);
-        if (j < fours) std::tie(acc0, acc1, acc2, acc3) = std::tuple(acc1, acc2, acc3, acc0);
+        acc[0] = Op::combine(acc[0], p);
+        if (j < fours) std::tie(acc[0], acc[1], acc[2], acc[3]) = std::tuple(acc[1], acc[2], acc[3], acc[0]);
       }
     }
   } else {
-    index_t const batches = count & ~(W - 1);
-    for (; j < fours; j += 4 * W) fold_four<Op, A, Mode>(ev, start + j, acc0, acc1, acc2, acc3);
-    for (; j < batches; j += W)
-      acc0 = Op::combine(acc0, Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::whole>(start + j, W)));
-    if (j < count) {
-      B const p = Op::template prepare<B>(ev.template packet<A, Mode, batch_cover::tail>(start + j, count - j));
-      acc1 = Op::combine(acc1, first_lanes(p, count - j, identity));
-    }
+    for_each_batch<Op, A, Mode>(ev, start, end, [&](auto k, B const& b, auto lanes) KILN_INLINE_LAMBDA {
+      acc[k] = Op::combine(acc[k], used_lanes(b, lanes, identity));
+    });
   }
-  return Op::combine(Op::combine(acc0, acc1), Op::combine(acc2, acc3));
+  return Op::combine(Op::combine(acc[0], acc[1]), Op::combine(acc[2], acc[3]));
 }
 
 // Elements [start, end) of the current row folded with batches: one block, or blocks pairwise
