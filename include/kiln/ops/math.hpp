@@ -201,7 +201,7 @@ KILN_ALWAYS_INLINE KILN_HD T with_gradual_underflow(T const& x, double min_norma
 // ((p2 + p3 r) + p4 r^2) r^2: three dependent steps instead of Horner's four, for the same number of
 // operations. Loops of exps (W2, sigmoid) are bound on Zen 5 by how long each batch's chain of
 // dependent operations holds scheduler entries more than by the FMA units: this form took
-// `sigmoid` over 64K floats from 8.2 to 7.9 µs there, W2 from 23.9 to 23.2 (bench/README.md).
+// `sigmoid` over 64K floats from 8.2 to 7.9 µs there, W2 from 23.9 to 23.2 (commit 8429080).
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T exp_float_reduced(T const& x, T const& k) {
   T r = simd_detail::fma(k, T(-0.693359375f), x);  // x - k ln 2, each step rounded once
