@@ -180,19 +180,21 @@ TEST_CASE("PyTorch's conventions at the awkward points") {
   CHECK(same(prod_grad({-inf, 0, 0, 2}), {0, nan, nan, nan}));
   CHECK(same(prod_grad({inf, 2}), {nan, inf}));
   {  // along an axis, each row by its own counts; rows long enough for whole SIMD batches
-    kiln::tensor<float, 2> x = kiln::ones<float>({3, 37});
+    kiln::tensor<float, 2> x = kiln::ones<float>({4, 37});
     x(0, 5) = 0;    // one zero and one infinity: the zero gets inf, the infinity 0, the rest NaN
     x(0, 20) = std::numeric_limits<float>::infinity();
     x(1, 3) = 0;    // two zeros: all 0
     x(1, 36) = 0;
     x(2, 30) = 0;   // one zero: it gets the product of the others (2), the rest 0
     x(2, 31) = 2;
+    x(3, 7) = 2;    // no zero (the other rows' zeros keep the rule for zeros running): out / x
     auto const g = kiln::grad([](auto const& v) { return kiln::sum(kiln::prod(v, 1)); })(x);
     for (index_t j = 0; j < 37; ++j) {
       CAPTURE(j);
       CHECK(same({g(0, j)}, {j == 5 ? inf : j == 20 ? 0 : nan}));
       CHECK(g(1, j) == 0);
       CHECK(g(2, j) == (j == 30 ? 2 : 0));
+      CHECK(g(3, j) == (j == 7 ? 1 : 2));
     }
   }
   // norm at 0 has gradient 0, not NaN.

@@ -6,6 +6,7 @@
 
 #include <kiln/autodiff/backward.hpp>
 
+#include <algorithm>
 #include <memory>
 
 namespace kiln::detail {
@@ -125,13 +126,26 @@ void boundary_backward(Policy const& policy, Node const& node, tensor_view<T con
     if constexpr (requires { typename Rule::grad_aux; }) return typename Rule::grad_aux{};
     else return std::tuple<>{};
   }();
-  boundary_upstream<Rule> const upstream{rule, static_cast<double>(n)};
-  std::apply([&](auto... spec) {
-    auto const aux = std::tuple{aux_reduction(spec)...};
-    std::apply([&](auto const&... a) {
-      backward_pass(policy, arg, upstream, out_in, g_in, leaf<T, RA>(a.view())...);
-    }, aux);
-  }, specs);
+  auto const run = [&]<class GradRule>(GradRule const& r, auto const&... a) {
+    boundary_upstream<GradRule> const upstream{r, static_cast<double>(n)};
+    backward_pass(policy, arg, upstream, out_in, g_in, leaf<T, RA>(a.view())...);
+  };
+  if constexpr (requires { typename Rule::where_first_aux_is_zero; }) {
+    // The first auxiliary reduction decides: 0 everywhere (prod: no slice holds a zero), and the
+    // simpler rule runs without the others.
+    auto const first = aux_reduction(std::get<0>(specs));
+    if (std::all_of(first.data(), first.data() + first.size(), [](T v) { return v == T(0); }))
+      return run(typename Rule::where_first_aux_is_zero{});
+    std::apply([&](auto, auto... spec) {
+      auto const aux = std::tuple{aux_reduction(spec)...};
+      std::apply([&](auto const&... a) { run(rule, first, a...); }, aux);
+    }, specs);
+  } else {
+    std::apply([&](auto... spec) {
+      auto const aux = std::tuple{aux_reduction(spec)...};
+      std::apply([&](auto const&... a) { run(rule, a...); }, aux);
+    }, specs);
+  }
 }
 
 // A linear recurrence's adjoints (linear_recurrence_node::adjoint) sent into its operands: dL/db

@@ -24,7 +24,9 @@ using sum_acc_t = std::conditional_t<std::is_integral_v<V>, std::int64_t, V>;  /
 template <class V>
 inline constexpr bool vector_foldable = std::is_floating_point_v<V>;
 
-// An auxiliary reduction a grad rule reads: Fold over Input(x, out, g) along the reduced axes.
+// An auxiliary reduction a grad rule reads: Fold over Input(x, out, g) along the reduced axes. A
+// rule with a member type `where_first_aux_is_zero` (a rule of its own, without auxiliaries) has
+// its first auxiliary reduced alone first, and where that is 0 everywhere, only that rule runs.
 template <class Input, class Fold>
 struct grad_aux_t {
   using input = Input;
@@ -72,14 +74,19 @@ struct prod_red {
   // a NaN is among them too (0 * inf); the one zero gets the product of the non-zeros. PyTorch
   // computes the same through exclusive cumulative products (prod_safe_zeros_backward), except
   // that a full reduction with two or more zeros gives 0 everywhere outside create_graph. The
-  // counts of zeros and of non-finite elements and the product of the non-zeros are reduced first.
+  // counts of zeros and of non-finite elements and the product of the non-zeros are reduced first;
+  // where no slice holds a zero, out / x alone (where_first_aux_is_zero), without the other two
+  // reductions or the tests per element.
   struct count_zeros : math::op_base<3, op_kind::floating> {
     static constexpr std::string_view name = "is_zero";
     template <class T> KILN_OP T operator()(T x, T, T) const { return math::select(x == T(0), T(1), T(0)); }
   };
   struct count_nonfinite : math::op_base<3, op_kind::floating> {
     static constexpr std::string_view name = "is_nonfinite";
-    template <class T> KILN_OP T operator()(T x, T, T) const { using std::isfinite; return math::select(isfinite(x), T(0), T(1)); }
+    template <class T> KILN_OP T operator()(T x, T, T) const {
+      using std::isfinite;
+      return math::select(isfinite(x), T(0), T(1));
+    }
   };
   struct nonzero_or_one : math::op_base<3, op_kind::floating> {
     static constexpr std::string_view name = "nonzero_or_one";
@@ -87,9 +94,13 @@ struct prod_red {
   };
   using grad_aux = std::tuple<grad_aux_t<count_zeros, sum_red>, grad_aux_t<nonzero_or_one, prod_red>,
                               grad_aux_t<count_nonfinite, sum_red>>;
+  struct where_first_aux_is_zero {
+    template <class T> KILN_OP static T grad(T x, T out, T g, T) { return g * (out / x); }
+  };
   template <class T> KILN_OP static T grad(T x, T out, T g, T, T zeros, T nonzero_product, T nonfinite) {
     T const nonfinite_others = nonfinite - count_nonfinite{}(x, out, g);
-    T const with_a_zero = math::select(nonfinite_others == T(0), T(0), T(std::numeric_limits<math::element_t<T>>::quiet_NaN()));
+    T const nan(std::numeric_limits<math::element_t<T>>::quiet_NaN());
+    T const with_a_zero = math::select(nonfinite_others == T(0), T(0), nan);
     return g * math::select(zeros == T(0), out / x,
                             math::select(zeros == T(1) && x == T(0), nonzero_product, with_a_zero));
   }
