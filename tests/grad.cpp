@@ -199,6 +199,13 @@ TEST_CASE("PyTorch's conventions at the awkward points") {
   }
   // norm at 0 has gradient 0, not NaN.
   CHECK(grad_at([](auto const& x) { return kiln::norm(x); }, {0, 0}) == std::vector<double>{0, 0});
+  // norm, var and std divide before a large deviation or adjoint can overflow (PyTorch's order):
+  // an infinite norm or std gives 0, a variance past DBL_MAX the finite deviations.
+  CHECK(grad_at([](auto const& x) { return kiln::norm(x) * 4.0; }, {1e308, 1e308, 1}) == std::vector<double>{0, 0, 0});
+  CHECK(grad_at([](auto const& x) { return kiln::variance(x, kiln::correction{0}); }, {-1e308, 1e308}) ==
+        std::vector<double>{-1e308, 1e308});
+  CHECK(grad_at([](auto const& x) { return kiln::stddev(x, kiln::correction{0}); }, {-1e308, 1e308}) ==
+        std::vector<double>{0, 0});
   // fmax and fmin split a tie as maximum and minimum do; a NaN loses.
   CHECK(grad_at([](auto const& x) { return kiln::sum(kiln::fmax(x, 1.0)); }, {1, 2, nan}) ==
         std::vector<double>{0.5, 1, 0});

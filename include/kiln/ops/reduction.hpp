@@ -169,8 +169,9 @@ struct norm2_red : sum_red {
   template <class V> using acc = floating_t<V>;
   template <class A, class V> KILN_OP static A prepare(V v) { A const x = static_cast<A>(v); return x * x; }
   template <class A> KILN_OP static A finalize(A a, index_t) { using std::sqrt; return sqrt(a); }
-  // x / out, and 0 where the norm is 0 (PyTorch's norm_backward).
-  template <class T> KILN_OP static T grad(T x, T out, T g, T) { return math::select(out == T(0), T(0), g * x / out); }
+  // x g / out, and 0 where the norm is 0 (PyTorch's norm_backward). g / out first, as PyTorch: an
+  // infinite norm then gives 0 where g x would overflow to inf / inf.
+  template <class T> KILN_OP static T grad(T x, T out, T g, T) { return math::select(out == T(0), T(0), x * (g / out)); }
 };
 
 // The infinity norm: amax of |x| (kiln::norm<kiln::infinity_norm> reduces abs(x) with it), under
@@ -219,7 +220,8 @@ struct var_red {
     template <class T> KILN_OP T operator()(T s, T) const { return s / math::lit<T>(divisor); }
   };
   output make_output(index_t n) const { return {{}, std::max(0.0, static_cast<double>(n) - correction)}; }
-  // 2 (x - mean) / (n - correction); the mean is reduced first.
+  // 2 / (n - correction) g (x - mean), in PyTorch's order (var_backward), which keeps a large
+  // deviation from overflowing before the division; the mean is reduced first.
   struct input_value : math::op_base<3, op_kind::floating> {
     static constexpr std::string_view name = "input";
     template <class T> KILN_OP T operator()(T x, T, T) const { return x; }
@@ -227,7 +229,7 @@ struct var_red {
   using grad_aux = std::tuple<grad_aux_t<input_value, mean_red>>;
   template <class T> KILN_HD T grad(T x, T, T g, T n, T mean) const {
     T const divisor = n - math::lit<T>(correction);  // clamped at 0 as in the forward
-    return g * math::lit<T>(2) * (x - mean) / math::select(divisor > T(0), divisor, T(0));
+    return math::lit<T>(2) / math::select(divisor > T(0), divisor, T(0)) * g * (x - mean);
   }
 };
 struct std_red : var_red {
@@ -236,9 +238,10 @@ struct std_red : var_red {
     template <class T> KILN_OP T operator()(T s, T m) const { using std::sqrt; return sqrt(var_red::output::operator()(s, m)); }
   };
   output make_output(index_t n) const { return {var_red::make_output(n)}; }
-  // (x - mean) / ((n - correction) out), and 0 where out is 0 (PyTorch's std_backward).
+  // var's gradient for the adjoint g / (2 out), 0 where out is 0 (PyTorch's std_backward): an
+  // infinite std gives 0 where the deviation is finite.
   template <class T> KILN_HD T grad(T x, T out, T g, T n, T mean) const {
-    return math::select(out == T(0), T(0), var_red::grad(x, out, g, n, mean) / (math::lit<T>(2) * out));
+    return var_red::grad(x, out, math::select(out == T(0), T(0), g / (math::lit<T>(2) * out)), n, mean);
   }
 };
 // log(sum(exp(x - m))) + m with m the maximum, masked to 0 where it is infinite (PyTorch's
