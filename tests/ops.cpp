@@ -788,6 +788,32 @@ TEST_CASE("float tanh, sigmoid and exp: dense sweeps against double") {
   sweep("exp", 2, call(kiln::exp), [](double x) { return std::exp(x); });
 }
 
+// exp, exp2 and expm1 are finite up to where the result passes the largest finite value; xsimd's
+// return inf a little before it (double exp and expm1 from 709.44, exp2 from 127 and 1023, float
+// expm1 from 88.38). Rows on either side of each bound, against <cmath> on the value as the type
+// holds it.
+TEST_CASE("exp, exp2 and expm1 up to overflow") {
+  auto rows = [](auto type, auto f, std::initializer_list<double> xs) {
+    using T = decltype(type);
+    std::vector<std::array<double, 2>> r;
+    for (double x : xs) r.push_back({double(T(x)), f(double(T(x)))});
+    return r;
+  };
+  auto const exp = [](double x) { return std::exp(x); };
+  auto const exp2 = [](double x) { return std::exp2(x); };
+  auto const expm1 = [](double x) { return std::expm1(x); };
+  table<double, 2>("double exp near overflow", ulps(0, 2), call(kiln::exp),
+                   rows(0.0, exp, {709.0, 709.4, 709.437, 709.5, 709.7, 709.78, 709.782712893384, 709.79, 1000.0, nan}));
+  table<double, 2>("double exp2 near overflow", ulps(0, 4), call(kiln::exp2),
+                   rows(0.0, exp2, {1022.5, 1022.9, 1023.0, 1023.5, 1023.99, 1024.0, 1100.0, nan}));
+  table<double, 2>("double expm1 near overflow", ulps(0, 2), call(kiln::expm1),
+                   rows(0.0, expm1, {709.0, 709.4, 709.5, 709.78, 709.79, 1000.0, nan}));
+  table<float, 2>("float exp2 near overflow", ulps(3, 0), call(kiln::exp2),
+                  rows(0.f, exp2, {126.5, 126.9, 127.0, 127.5, 127.99, 128.0, 200.0, nan}));
+  table<float, 2>("float expm1 near overflow", ulps(2, 0), call(kiln::expm1),
+                  rows(0.f, expm1, {88.0, 88.3763, 88.5, 88.72, 88.73, 100.0, nan}));
+}
+
 TEST_CASE("float tanh, sigmoid and exp at their edges") {
   using F = float;
   F const tiny = lim<F>::denorm_min(), fmin = lim<F>::min();

@@ -175,19 +175,22 @@ KILN_ALWAYS_INLINE KILN_HD T in_double(T const& x, F const& f) {
   }
 }
 
-// e^x and 2^x with gradual underflow. xsimd's exp and exp2 return 0 wherever the result is
+// e^x and 2^x over their whole range. xsimd's exp and exp2 return 0 wherever the result is
 // subnormal (x < ln FLT_MIN = -87.3 in float, -708.4 in double; x < -126 and -1022 for exp2)
-// instead of the subnormal value. There e^x = (e^(x/2))^2: x/2 is exact, e^(x/2) is normal and
-// the square rounds once. Batches with no such lane (nearly all) pay one compare and one branch.
-// f(x) for f = e^x or 2^x, with results below the smallest normal (x < min_normal_x) computed as
-// f(x/2)^2.
+// instead of the subnormal value, and inf a little before the result passes the largest finite
+// value (double exp from x = 709.44, where e^x is finite up to 709.78; exp2 from x = 127 in float
+// and 1023 in double, finite up to 128 and 1024): they scale by 2^k built from its exponent field,
+// which has no 2^128 or 2^1024. Outside [min_direct_x, max_direct_x] f(x) = f(x/2)^2: x/2 is
+// exact, f(x/2) is normal and finite, and the square rounds once (measured within 1.6 ulp for
+// double exp on [709.4, 709.78], 4 ulp for exp2 on [1022.9, 1024) and [126.9, 128)). Batches with
+// no such lane (nearly all) pay two compares and one branch.
 template <class T, class F>
-KILN_ALWAYS_INLINE KILN_HD T with_gradual_underflow(T const& x, double min_normal_x, F const& f) {
+KILN_ALWAYS_INLINE KILN_HD T with_full_range(T const& x, double min_direct_x, double max_direct_x, F const& f) {
   if constexpr (simd_detail::is_batch<T>) {
-    auto const subnormal = x < lit<T>(min_normal_x);
-    if (xsimd::none(subnormal)) return f(x);
-    T const y = f(select(subnormal, x * lit<T>(0.5), x));
-    return select(subnormal, y * y, y);
+    auto const outside = either(x < lit<T>(min_direct_x), x > lit<T>(max_direct_x));
+    if (xsimd::none(outside)) return f(x);
+    T const y = f(select(outside, x * lit<T>(0.5), x));
+    return select(outside, y * y, y);
   } else {
     return f(x);
   }
@@ -275,16 +278,16 @@ KILN_ALWAYS_INLINE KILN_HD T exp_float_batch(T const& x) {
   return scale_normal(exp_float_reduced(x, k), rounded);
 }
 
-// e^x: float batches through exp_float_batch (above); double batches through xsimd's exp with
-// gradual underflow restored; scalars through <cmath>.
+// e^x: float batches through exp_float_batch (above); double batches through xsimd's exp over
+// its whole range (with_full_range); scalars through <cmath>.
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T exp(T const& x) {
   constexpr bool single = std::is_same_v<element_t<T>, float>;
   if constexpr (simd_detail::is_batch<T> && single)
     return exp_float_batch(x);
   else
-    return with_gradual_underflow(x, single ? -87.33654475 : -708.39641853226408,  // ln(FLT_MIN), ln(DBL_MIN)
-                                  [](auto const& v) { using std::exp; return exp(v); });
+    return with_full_range(x, -708.39641853226408, 709.4,  // ln(DBL_MIN); below 1023.5 ln 2
+                           [](auto const& v) { using std::exp; return exp(v); });
 }
 // -|x|: on batches one OR of the sign bit (abs then negate is two operations). NaN stays NaN.
 template <class T>
@@ -299,16 +302,24 @@ KILN_ALWAYS_INLINE KILN_HD T minus_abs(T const& x) {
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T exp2(T const& x) {
   constexpr bool single = std::is_same_v<element_t<T>, float>;
-  return with_gradual_underflow(x, single ? -126.0 : -1022.0,  // log2(FLT_MIN), log2(DBL_MIN)
-                                [](auto const& v) { using std::exp2; return exp2(v); });
+  return with_full_range(x, single ? -126.0 : -1022.0, single ? 126.9 : 1022.9,  // log2 of FLT_MIN, DBL_MIN
+                         [](auto const& v) { using std::exp2; return exp2(v); });
 }
 
-// e^x - 1 and ln(1 + x), keeping the sign of a zero (xsimd's give +0 for -0).
+// e^x - 1 and ln(1 + x), keeping the sign of a zero (xsimd's give +0 for -0). xsimd's expm1
+// overflows where its exp does (float from x = 88.38, where e^x - 1 is finite up to 88.72; double
+// from 709.44): there the 1 is far below an ulp of e^x, and kiln's exp covers the whole range.
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T expm1(T const& x) {
   using std::expm1;
-  if constexpr (simd_detail::is_batch<T>) return select(x == T(0), x, expm1(x));
-  else return expm1(x);
+  if constexpr (simd_detail::is_batch<T>) {
+    T const y = select(x == T(0), x, expm1(x));
+    auto const large = x > lit<T>(std::is_same_v<element_t<T>, float> ? 88.0 : 709.0);
+    if (xsimd::none(large)) return y;
+    return select(large, math::exp(x), y);
+  } else {
+    return expm1(x);
+  }
 }
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T log1p(T const& x) {
