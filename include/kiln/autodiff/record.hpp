@@ -126,25 +126,23 @@ void boundary_backward(Policy const& policy, Node const& node, tensor_view<T con
     if constexpr (requires { typename Rule::grad_aux; }) return typename Rule::grad_aux{};
     else return std::tuple<>{};
   }();
-  auto const run = [&]<class GradRule>(GradRule const& r, auto const&... a) {
-    boundary_upstream<GradRule> const upstream{r, static_cast<double>(n)};
-    backward_pass(policy, arg, upstream, out_in, g_in, leaf<T, RA>(a.view())...);
+  // The backward loop of grad_rule over the auxiliaries already reduced (done) and those of the
+  // specs given, reduced now.
+  auto const run = [&]<class GradRule>(GradRule const& grad_rule, auto const& done, auto... spec) {
+    auto const aux = std::tuple_cat(done, std::tuple{aux_reduction(spec)...});
+    boundary_upstream<GradRule> const upstream{grad_rule, static_cast<double>(n)};
+    std::apply([&](auto const&... a) { backward_pass(policy, arg, upstream, out_in, g_in, leaf<T, RA>(a.view())...); },
+               aux);
   };
   if constexpr (requires { typename Rule::where_first_aux_is_zero; }) {
     // The first auxiliary reduction decides: 0 everywhere (prod: no slice holds a zero), and the
     // simpler rule runs without the others.
     auto const first = aux_reduction(std::get<0>(specs));
     if (std::all_of(first.data(), first.data() + first.size(), [](T v) { return v == T(0); }))
-      return run(typename Rule::where_first_aux_is_zero{});
-    std::apply([&](auto, auto... spec) {
-      auto const aux = std::tuple{aux_reduction(spec)...};
-      std::apply([&](auto const&... a) { run(rule, first, a...); }, aux);
-    }, specs);
+      return run(typename Rule::where_first_aux_is_zero{}, std::tuple{});
+    std::apply([&](auto, auto... rest) { run(rule, std::forward_as_tuple(first), rest...); }, specs);
   } else {
-    std::apply([&](auto... spec) {
-      auto const aux = std::tuple{aux_reduction(spec)...};
-      std::apply([&](auto const&... a) { run(rule, a...); }, aux);
-    }, specs);
+    std::apply([&](auto... spec) { run(rule, std::tuple{}, spec...); }, specs);
   }
 }
 
