@@ -25,6 +25,9 @@ struct operands_t {};
 template <class Op, class... Args>
 class map {
   static_assert(sizeof...(Args) == Op::arity, "kiln: wrong number of arguments for this operation");
+  static_assert(op_takes_bool<Op> || !(std::is_same_v<typename Args::value_type, bool> || ...),
+                "kiln: subtraction and negation of bool tensors are not supported (as in PyTorch): use "
+                "ne(a, b) for exclusive or, logical_not(a) to invert a mask");
 
  public:
   using op_type = Op;

@@ -27,6 +27,7 @@ struct add_op : op_base<2, op_kind::same> {
 // -x; integers wrap (-INT_MIN = INT_MIN). Floats negate, not subtract from 0: neg(0) = -0.
 struct neg_op : op_base<1, op_kind::same> {
   static constexpr std::string_view name = "neg";
+  static constexpr bool takes_bool = false;  // -true: PyTorch points to logical_not
   template <class T> KILN_HD T operator()(T x) const {
     if constexpr (math::is_integer<T>) return math::wrapping(T(0), x, math::minus{});
     else return math::negative(x);
@@ -35,6 +36,7 @@ struct neg_op : op_base<1, op_kind::same> {
 };
 struct sub_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "sub";
+  static constexpr bool takes_bool = false;  // neither operand bool, as in PyTorch
   template <class T> KILN_HD T operator()(T a, T b) const { return math::wrapping(a, b, math::minus{}); }
   template <class T> KILN_HD std::array<T, 2> grad(T g, T, T, T) const { return {g, neg_op{}(g)}; }
 };

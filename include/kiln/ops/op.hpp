@@ -27,6 +27,11 @@ concept op = requires {
   { Op::kind } -> std::convertible_to<op_kind>;
 };
 
+// Whether an op takes bool operands. `sub` and `neg` say no (`static constexpr bool takes_bool =
+// false`): in bool, true - true and -true have no arithmetic meaning, and PyTorch refuses them too.
+template <class Op>
+inline constexpr bool op_takes_bool = !requires { requires !Op::takes_bool; };
+
 // Whether an op's call operator accepts xsimd batches; otherwise it is applied lane by lane.
 template <class Op>
 inline constexpr bool op_vectorized = requires { requires Op::vectorized; } || !requires { Op::vectorized; };
