@@ -627,12 +627,40 @@ TEST_CASE("reshape") {
   flat(5) = 60;
   CHECK(m(1, 2) == 60);
 
-  // Contiguous views reshape; a transposed one does not (reshape never copies).
+  // Contiguous views reshape, and so do non-contiguous ones wherever strides can express the new
+  // shape (PyTorch's view; strides as PyTorch 2.15 gives them). reshape never copies.
   CHECK(elements(kiln::reshape(kiln::slice(m, 0, 1, 2), {3})) == values<int>({4, 5, 60}));
-  CHECK_THROWS_WITH_AS(kiln::reshape(kiln::transpose(m), {6}), "cannot reshape [3, 2] to [6]: the view is not contiguous",
+  kiln::tensor<int, 1> a = kiln::arange<int>(32);
+  auto a48 = kiln::reshape(a, {4, 8});
+  auto left = kiln::slice(a48, 1, 0, 4);  // [4, 4], strides [8, 1]
+  auto split_inner = kiln::reshape(left, {4, 2, 2});
+  CHECK(split_inner.strides() == kiln::extents<3>{8, 2, 1});
+  CHECK(split_inner(3, 1, 0) == 26);
+  auto split_outer = kiln::reshape(left, {2, 2, 4});
+  CHECK(split_outer.strides() == kiln::extents<3>{16, 8, 1});
+  CHECK(elements(split_outer) == elements(left));
+  CHECK(kiln::reshape(kiln::slice(a48, 1, 0, 1), {4}).strides() == kiln::extents<1>{8});
+  CHECK(kiln::reshape(kiln::transpose(m), {3, 1, 2}).strides() == kiln::extents<3>{1, 6, 3});
+  CHECK(kiln::reshape(kiln::transpose(m), {1, 3, 2}).strides() == kiln::extents<3>{3, 1, 3});
+  CHECK(elements(kiln::reshape(kiln::transpose(m), {1, 3, 2})) == elements(kiln::transpose(m)));
+  auto every_other = kiln::reshape(kiln::slice(a, 0, 0, 8, 2), {2, 2});
+  CHECK(every_other.strides() == kiln::extents<2>{4, 2});
+  CHECK(elements(every_other) == values<int>({0, 2, 4, 6}));
+  split_inner(1, 1, 1) = -1;  // a view of a's memory
+  CHECK(a(11) == -1);
+  // Where a new dimension would straddle two of the view's that do not lie together, no strides
+  // can: shape_error, as PyTorch's view raises (its reshape copies).
+  CHECK_THROWS_WITH_AS(kiln::reshape(kiln::transpose(m), {6}),
+                       "cannot reshape [3, 2] to [6]: the view's strides cannot express that shape (copy it into a "
+                       "tensor first)",
                        kiln::shape_error);
   CHECK_THROWS_WITH_AS(kiln::reshape(kiln::slice(m, 1, 0, 2), {4}),
-                       "cannot reshape [2, 2] to [4]: the view is not contiguous", kiln::shape_error);
+                       "cannot reshape [2, 2] to [4]: the view's strides cannot express that shape (copy it into a "
+                       "tensor first)",
+                       kiln::shape_error);
+  CHECK_THROWS_AS(kiln::reshape(left, {16}), kiln::shape_error);
+  CHECK_THROWS_AS(kiln::reshape(left, {2, 8}), kiln::shape_error);
+  CHECK_THROWS_AS(kiln::reshape(left, {8, 2}), kiln::shape_error);
 
   // Size mismatches name both shapes.
   CHECK_THROWS_WITH_AS(kiln::reshape(m, {5}), "cannot reshape [2, 3] to [5]: the sizes differ", kiln::shape_error);
@@ -688,6 +716,31 @@ TEST_CASE("unsqueeze") {
   CHECK_THROWS_WITH_AS(kiln::unsqueeze(m, -4), "unsqueeze: dimension -4 is out of range [-3, 2]", kiln::shape_error);
 }
 
+TEST_CASE("squeeze") {
+  kiln::tensor<int, 3> m = {{{1, 2, 3}}, {{4, 5, 6}}};  // [2, 1, 3]
+  auto s = kiln::squeeze(m, 1);
+  static_assert(std::is_same_v<decltype(s), kiln::tensor_view<int, 2>>);
+  CHECK(s.shape() == kiln::extents<2>{2, 3});
+  CHECK(elements(s) == elements(m));
+  s(1, 2) = 60;  // a view
+  CHECK(m(1, 0, 2) == 60);
+  CHECK(kiln::squeeze(m, -2).shape() == kiln::extents<2>{2, 3});
+  CHECK(kiln::squeeze(kiln::unsqueeze(m, 3), 3).shape() == m.shape());
+  // Of a strided view: the other dimensions keep their strides.
+  auto t = kiln::squeeze(kiln::transpose(m, 0, 1), 0);
+  CHECK(t.shape() == kiln::extents<2>{2, 3});
+  CHECK(t.strides() == kiln::extents<2>{3, 1});
+  kiln::tensor<float, 1> one = {7.f};
+  kiln::tensor<float, 0> scalar = kiln::squeeze(one, 0);
+  CHECK(scalar.item() == 7.f);
+  // The rank is in the type, so an extent other than 1 is an error (PyTorch leaves it in place).
+  CHECK_THROWS_WITH_AS(kiln::squeeze(m, 0), "squeeze: dimension 0 of shape [2, 1, 3] has extent 2, not 1",
+                       kiln::shape_error);
+  CHECK_THROWS_WITH_AS(kiln::squeeze(m, 3), "squeeze: dimension 3 is out of range [-3, 2]", kiln::shape_error);
+  kiln::tensor<float, 2> empty(kiln::extents<2>{0, 1});
+  CHECK(kiln::squeeze(empty, 1).shape() == kiln::extents<1>{0});
+}
+
 TEST_CASE("expand") {
   kiln::tensor<float, 1> row = {1, 2, 3};
   auto e = kiln::expand(row, {2, 3});
@@ -709,7 +762,12 @@ TEST_CASE("expand") {
 
   CHECK_THROWS_WITH_AS((kiln::expand(row, {2, 4})), "cannot expand [3] to [2, 4]", kiln::shape_error);
   CHECK_THROWS_WITH_AS((kiln::expand(col, {3, 2})), "cannot expand [2, 1] to [3, 2]", kiln::shape_error);
-  CHECK_THROWS_WITH_AS((kiln::expand(col, {2, -1})), "cannot expand [2, 1] to [2, -1]", kiln::shape_error);
+  // -1 keeps the view's extent, as in PyTorch; a new leading dimension has none to keep.
+  CHECK(kiln::expand(col, {2, -1}).shape() == kiln::extents<2>{2, 1});
+  CHECK(kiln::expand(col, {3, -1, 4}).shape() == kiln::extents<3>{3, 2, 4});
+  CHECK(elements(kiln::expand(col, {-1, 2})) == elements(kiln::expand(col, {2, 2})));
+  CHECK_THROWS_WITH_AS((kiln::expand(row, {-1, 3})), "cannot expand [3] to [-1, 3]", kiln::shape_error);
+  CHECK_THROWS_WITH_AS((kiln::expand(row, {2, -2})), "cannot expand [3] to [2, -2]", kiln::shape_error);
 }
 
 TEST_CASE("views of views and of const tensors") {

@@ -1,5 +1,5 @@
 // kiln/core/views.hpp: views without copies: of user memory (pointers, spans, vectors) and of
-// tensors (slice, select, transpose, permute, reshape, unsqueeze, expand). A view refers to the
+// tensors (slice, select, transpose, permute, reshape, unsqueeze, squeeze, expand). A view refers to the
 // elements it was made from; they must outlive it.
 // IWYU pragma: private, include <kiln/kiln.hpp>
 #pragma once
@@ -7,6 +7,7 @@
 #include <kiln/core/tensor.hpp>
 
 #include <numeric>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -183,8 +184,42 @@ auto transpose(X&& x) {
   return transpose(std::forward<X>(x), 0, 1);
 }
 
-// The same elements under a new shape of the same size; one extent may be -1 (inferred).
-// Needs a contiguous view: reshape never copies (make a tensor from the view first otherwise).
+namespace detail {
+// Strides that read the elements of a view of `shape` and `strides`, in row-major order, under
+// `target` (of the same size), or nothing where no strides can: PyTorch's computeStride. The
+// view's dimensions fall into chunks that are contiguous among themselves (each dimension's
+// stride its inner neighbour's stride times extent; extents of 1 join any chunk); `target`'s
+// dimensions must split the chunks without straddling two.
+template <int R, int NR>
+std::optional<extents<NR>> strides_for_shape(extents<R> const& shape, extents<R> const& strides,
+                                             extents<NR> const& target) {
+  if constexpr (R == 0) {
+    return contiguous_strides<NR>(target);  // one element, at target's extents of 1
+  } else {
+    if (element_count<R>(shape) == 0) return contiguous_strides<NR>(target);
+    extents<NR> out{};
+    int t = NR - 1;
+    index_t chunk_stride = strides[R - 1], chunk_size = 1, covered = 1;
+    for (int d = R - 1; d >= 0; --d) {
+      chunk_size *= shape[d];
+      if (d > 0 && (shape[d - 1] == 1 || strides[d - 1] == chunk_size * chunk_stride)) continue;
+      while (t >= 0 && (covered < chunk_size || target[t] == 1)) {
+        out[t] = covered * chunk_stride;
+        covered *= target[t--];
+      }
+      if (covered != chunk_size) return std::nullopt;
+      if (d > 0) chunk_stride = strides[d - 1], chunk_size = 1, covered = 1;
+    }
+    if (t != -1) return std::nullopt;
+    return out;
+  }
+}
+}  // namespace detail
+
+// The same elements under a new shape of the same size; one extent may be -1 (inferred). A view,
+// never a copy, as PyTorch's `view`: of any view whose strides can express the new shape (every
+// contiguous one, and a non-contiguous one whose new dimensions split or merge only dimensions
+// that lie contiguously together); otherwise shape_error (make a tensor from the view first).
 template <viewable X, std::size_t N>
 auto reshape(X&& x, std::array<index_t, N> shape) {
   constexpr int NR = int(N);
@@ -210,8 +245,10 @@ auto reshape(X&& x, std::array<index_t, N> shape) {
     shape[inferred] = v.size() / known;
   }
   if (element_count<NR>(shape) != v.size()) throw fail("the sizes differ");
-  if (!v.is_contiguous()) throw fail("the view is not contiguous");
-  return tensor_view<typename V::element_type, NR>(v.data(), shape);
+  if (v.is_contiguous()) return tensor_view<typename V::element_type, NR>(v.data(), shape);
+  std::optional<extents<NR>> const strides = detail::strides_for_shape<V::rank, NR>(v.shape(), v.strides(), shape);
+  if (!strides) throw fail("the view's strides cannot express that shape (copy it into a tensor first)");
+  return tensor_view<typename V::element_type, NR>(v.data(), shape, *strides);
 }
 template <viewable X, std::size_t NR>
 auto reshape(X&& x, index_t const (&shape)[NR]) {
@@ -240,6 +277,21 @@ auto unsqueeze(X&& x, int dim) {
   return tensor_view<typename V::element_type, R + 1>(v.data(), shape, strides);
 }
 
+// Removes dimension `dim`, which must have extent 1 (negative counts from the end). PyTorch's
+// squeeze(dim) leaves another extent in place; here the rank is part of the type, so that is a
+// shape_error.
+template <viewable X>
+auto squeeze(X&& x, int dim) {
+  auto v = as_view(std::forward<X>(x));
+  constexpr int R = decltype(v)::rank;
+  static_assert(R >= 1, "kiln::squeeze needs a tensor of rank 1 or more");
+  int const d = detail::check_dim(dim, R, "squeeze");
+  if (v.extent(d) != 1)
+    throw shape_error("squeeze: dimension " + std::to_string(dim) + " of shape " + shape_string(v.shape()) +
+                      " has extent " + std::to_string(v.extent(d)) + ", not 1");
+  return select(v, d, 0);  // the one element along d
+}
+
 // Broadcasts to a larger shape without copying (stride 0 along stretched dimensions). Read-only:
 // writing through a view whose elements repeat would be ambiguous.
 template <viewable X, std::size_t N>
@@ -248,15 +300,18 @@ auto expand(X&& x, std::array<index_t, N> const& shape) {
   auto v = as_view(std::forward<X>(x));
   using V = decltype(v);
   static_assert(NR >= V::rank, "kiln::expand cannot lower the rank");
-  // Right-aligned as in broadcasting, but only the view's extents of 1 may stretch.
+  // Right-aligned as in broadcasting, but only the view's extents of 1 may stretch; -1 keeps an
+  // extent the view has (as in PyTorch; not for a new leading dimension).
+  extents<NR> to = shape;
   for (int d = 0; d < NR; ++d) {
     int const s = d - (NR - V::rank);
     index_t const from = s >= 0 ? v.extent(s) : 1;
-    if (shape[d] < 0 || (from != shape[d] && from != 1))
+    if (to[d] == -1 && s >= 0) to[d] = from;
+    if (to[d] < 0 || (from != to[d] && from != 1))
       throw shape_error("cannot expand " + shape_string(v.shape()) + " to " + shape_string(shape));
   }
-  return tensor_view<typename V::value_type const, NR>(v.data(), shape,
-                                                        broadcast_strides<NR, V::rank>(v.shape(), v.strides(), shape));
+  return tensor_view<typename V::value_type const, NR>(v.data(), to,
+                                                        broadcast_strides<NR, V::rank>(v.shape(), v.strides(), to));
 }
 template <viewable X, std::size_t NR>
 auto expand(X&& x, index_t const (&shape)[NR]) {
