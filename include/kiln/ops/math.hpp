@@ -376,18 +376,20 @@ KILN_ALWAYS_INLINE KILN_HD T signed_round(T const& rounded, T const& x) {
 // 1 ulp, 99.99% within 2), against 1-2 ulp for xsimd's tanh at three times the cost. Eigen 3.4's
 // fast tanh (same form, FMA build) also reaches 5 ulp, with 25x as many inputs at 4 ulp and 98.6%
 // within 1, and needs a select for |x| < 4e-4, where its unnormalised numerator underflows;
-// P(0) = Q(0) = 1 here, so tiny and subnormal x come out exactly. |x| is clamped to 9.00000095, the first float from which the
-// rational evaluates to exactly 1 with FMA (tanh(x) rounds to 1 from 9.0109 on), and the result
-// to [-1, 1]: without FMA (a build for plain SSE2 or AVX2) the rational rounds to 1.00000012
-// there. So tanh(±inf) = ±1, and it is odd, so tanh(±0) = ±0. The bounds go first in
+// P(0) = Q(0) = 1 here, so tiny and subnormal x come out exactly. Beyond |x| = 9 (from
+// 9.00000095, the first float from which the rational evaluates to exactly 1 with FMA; tanh(x)
+// rounds to 1 from 9.0109 on) the result is ±1, and from |x| = 3 on it is clamped to [-1, 1]:
+// without FMA (a build for plain SSE2 or AVX2) the rational rounds to 1.00000012 near 9. Below 3
+// neither applies (the rational stays under 1 whatever the rounding), so a batch without such a
+// lane skips them for one compare and a branch: W2 at 1K elements 7% faster. The results are
+// those of clamping |x| to 9.00000095 and the result to [-1, 1] everywhere, bit for bit. So
+// tanh(±inf) = ±1, and it is odd, so tanh(±0) = ±0. The bounds go first in
 // max_else_second/min_else_second so that NaN passes (see exp_float_batch). Double batches keep
 // xsimd's tanh (1-2 ulp), scalars <cmath>.
 template <class T>
 KILN_ALWAYS_INLINE KILN_HD T tanh(T const& x) {
   if constexpr (simd_detail::is_batch<T> && std::is_same_v<element_t<T>, float>) {
-    T const c(9.00000095f);  // 0x1.200002p+3
-    T const xc = simd_detail::min_else_second(c, simd_detail::max_else_second(-c, x));
-    T const s = xc * xc;
+    T const s = x * x;
     T p = simd_detail::fma(s, T(-8.43607207e-14f), T(5.25778796e-11f));
     p = simd_detail::fma(p, s, T(-2.01839825e-08f));
     p = simd_detail::fma(p, s, T(1.11442587e-05f));
@@ -397,8 +399,11 @@ KILN_ALWAYS_INLINE KILN_HD T tanh(T const& x) {
     T q = simd_detail::fma(s, T(0.000254475162f), T(0.0244913809f));
     q = simd_detail::fma(q, s, T(0.464164853f));
     q = simd_detail::fma(q, s, T(1.0f));
+    T const rational = (x * p) / q;
+    if (!xsimd::any(s >= T(9.0f))) return rational;  // every lane below 3 (NaN among them)
     T const one(1.0f);
-    return simd_detail::min_else_second(one, simd_detail::max_else_second(-one, (xc * p) / q));
+    T const bounded = simd_detail::min_else_second(one, simd_detail::max_else_second(-one, rational));
+    return xsimd::select(s > T(81.0f), xsimd::copysign(one, x), bounded);
   } else {
     using std::tanh;
     return tanh(x);
