@@ -147,6 +147,10 @@ TEST_CASE("copies between host and device keep shape and values, views included"
   check_same(kiln::to_host(kiln::transpose(d)), kiln::eval(kiln::transpose(a)), "transposed view");
   check_same(kiln::to_host(kiln::slice(d, 1, 0, 3, 2)), kiln::eval(kiln::slice(a, 1, 0, 3, 2)), "strided slice");
   check_same(kiln::to_host(kiln::to_device(kiln::transpose(a))), kiln::eval(kiln::transpose(a)), "host view");
+  check_same(kiln::to_host(kiln::unsqueeze(d, 1)), kiln::eval(kiln::unsqueeze(a, 1)), "unsqueezed view");
+  check_same(kiln::to_host(kiln::squeeze(kiln::unsqueeze(d, 0), 0)), a, "squeezed view");
+  check_same(kiln::to_host(kiln::reshape(kiln::slice(d, 1, 0, 2), {2, 2, 1})),
+             kiln::eval(kiln::reshape(kiln::slice(a, 1, 0, 2), {2, 2, 1})), "reshaped strided view");
   CHECK(kiln::eval(kiln::cuda{}, kiln::sum(d)).item() == 21.f);
   kiln::cuda_tensor<float, 2> const zeros(kiln::extents<2>{2, 2});
   check_same(kiln::to_host(zeros), kiln::zeros<float>({2, 2}), "zero-filled");

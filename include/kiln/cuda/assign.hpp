@@ -130,5 +130,13 @@ template <class T, int R, std::size_t N>
 auto reshape(cuda_tensor<T, R> const& t, index_t const (&shape)[N]) {
   return detail::device_view(t, [&](auto v) { return reshape(v, shape); });
 }
+template <class T, int R>
+auto unsqueeze(cuda_tensor<T, R> const& t, int dim) {
+  return detail::device_view(t, [&](auto v) { return unsqueeze(v, dim); });
+}
+template <class T, int R>
+auto squeeze(cuda_tensor<T, R> const& t, int dim) {
+  return detail::device_view(t, [&](auto v) { return squeeze(v, dim); });
+}
 
 }  // namespace kiln
