@@ -807,7 +807,8 @@ TEST_CASE("exp, exp2 and expm1 up to overflow") {
   // exp2 past 127 and 1023 is 2 * 2^(x - 1): xsimd's accuracy; squared halves were 3-4 ulp at
   // the last rows.
   table<double, 2>("double exp2 near overflow", ulps(0, 2), call(kiln::exp2),
-                   rows(0.0, exp2, {1022.5, 1022.9, 1023.0, 1023.5, 1023.99, 1024.0, 1100.0, nan, 0x1.ff7fb328b6d87p+9}));
+                   rows(0.0, exp2,
+                        {1022.5, 1022.9, 1023.0, 1023.5, 1023.99, 1024.0, 1100.0, nan, 0x1.ff7fb328b6d87p+9}));
   table<double, 2>("double expm1 near overflow", ulps(0, 2), call(kiln::expm1),
                    rows(0.0, expm1, {709.0, 709.4, 709.5, 709.78, 709.79, 1000.0, nan}));
   table<float, 2>("float exp2 near overflow", ulps(2, 0), call(kiln::exp2),

@@ -1,6 +1,6 @@
 // kiln/core/views.hpp: views without copies: of user memory (pointers, spans, vectors) and of
-// tensors (slice, select, transpose, permute, reshape, unsqueeze, squeeze, expand). A view refers to the
-// elements it was made from; they must outlive it.
+// tensors (slice, select, transpose, permute, reshape, unsqueeze, squeeze, expand). A view refers
+// to the elements it was made from; they must outlive it.
 // IWYU pragma: private, include <kiln/kiln.hpp>
 #pragma once
 
