@@ -7,7 +7,6 @@
 #include <kiln/core/tensor.hpp>
 
 #include <numeric>
-#include <optional>
 #include <span>
 #include <vector>
 
@@ -185,19 +184,20 @@ auto transpose(X&& x) {
 }
 
 namespace detail {
-// Strides that read the elements of a view of `shape` and `strides`, in row-major order, under
-// `target` (of the same size), or nothing where no strides can: PyTorch's computeStride. The
+// Writes to `out` strides that read the elements of a view of `shape` and `strides`, in
+// row-major order, under `target` (of the same size); false where no strides can: PyTorch's
+// computeStride. The
 // view's dimensions fall into chunks that are contiguous among themselves (each dimension's
 // stride its inner neighbour's stride times extent; extents of 1 join any chunk); `target`'s
 // dimensions must split the chunks without straddling two.
 template <int R, int NR>
-std::optional<extents<NR>> strides_for_shape(extents<R> const& shape, extents<R> const& strides,
-                                             extents<NR> const& target) {
+bool strides_for_shape(extents<R> const& shape, extents<R> const& strides, extents<NR> const& target,
+                       extents<NR>& out) {
+  out = contiguous_strides<NR>(target);  // for no element or one (rank 0): any strides read it
   if constexpr (R == 0) {
-    return contiguous_strides<NR>(target);  // one element, at target's extents of 1
+    return true;
   } else {
-    if (element_count<R>(shape) == 0) return contiguous_strides<NR>(target);
-    extents<NR> out{};
+    if (element_count<R>(shape) == 0) return true;
     int t = NR - 1;
     index_t chunk_stride = strides[R - 1], chunk_size = 1, covered = 1;
     for (int d = R - 1; d >= 0; --d) {
@@ -207,11 +207,10 @@ std::optional<extents<NR>> strides_for_shape(extents<R> const& shape, extents<R>
         out[t] = covered * chunk_stride;
         covered *= target[t--];
       }
-      if (covered != chunk_size) return std::nullopt;
+      if (covered != chunk_size) return false;
       if (d > 0) chunk_stride = strides[d - 1], chunk_size = 1, covered = 1;
     }
-    if (t != -1) return std::nullopt;
-    return out;
+    return t == -1;
   }
 }
 }  // namespace detail
@@ -246,9 +245,10 @@ auto reshape(X&& x, std::array<index_t, N> shape) {
   }
   if (element_count<NR>(shape) != v.size()) throw fail("the sizes differ");
   if (v.is_contiguous()) return tensor_view<typename V::element_type, NR>(v.data(), shape);
-  std::optional<extents<NR>> const strides = detail::strides_for_shape<V::rank, NR>(v.shape(), v.strides(), shape);
-  if (!strides) throw fail("the view's strides cannot express that shape (copy it into a tensor first)");
-  return tensor_view<typename V::element_type, NR>(v.data(), shape, *strides);
+  extents<NR> strides;
+  if (!detail::strides_for_shape<V::rank, NR>(v.shape(), v.strides(), shape, strides))
+    throw fail("the view's strides cannot express that shape (copy it into a tensor first)");
+  return tensor_view<typename V::element_type, NR>(v.data(), shape, strides);
 }
 template <viewable X, std::size_t NR>
 auto reshape(X&& x, index_t const (&shape)[NR]) {
