@@ -186,10 +186,9 @@ auto transpose(X&& x) {
 namespace detail {
 // Writes to `out` strides that read the elements of a view of `shape` and `strides`, in
 // row-major order, under `target` (of the same size); false where no strides can: PyTorch's
-// computeStride. The
-// view's dimensions fall into chunks that are contiguous among themselves (each dimension's
-// stride its inner neighbour's stride times extent; extents of 1 join any chunk); `target`'s
-// dimensions must split the chunks without straddling two.
+// computeStride. The view's dimensions fall into chunks that are contiguous among themselves
+// (each dimension's stride its inner neighbour's stride times extent; extents of 1 join any
+// chunk); `target`'s dimensions must split the chunks without straddling two.
 template <int R, int NR>
 bool strides_for_shape(extents<R> const& shape, extents<R> const& strides, extents<NR> const& target,
                        extents<NR>& out) {
