@@ -66,7 +66,8 @@ struct evaluator<var_leaf<T, LeafRank>, R> : evaluator<leaf<T, LeafRank>, R> {
   using value_evaluator = evaluator<leaf<T, LeafRank>, R>;
   using node_type = var_leaf<T, LeafRank>;
 
-  evaluator(var_leaf<T, LeafRank> const& node, extents<R> const& out_shape) : value_evaluator(node, out_shape) {}
+  template <class Reading>  // extents<R> or contiguous_reading
+  evaluator(var_leaf<T, LeafRank> const& node, Reading const& reading) : value_evaluator(node, reading) {}
 
   void start_row(plan_strides<R> const& index, int outer_dims) noexcept {
     value_evaluator::start_row(index, outer_dims);

@@ -67,6 +67,12 @@ KILN_ALWAYS_INLINE decltype(auto) inline_tree(F const& f) {
   else return f();
 }
 
+// Builds an evaluator whose leaves read one contiguous row from their first element (stride 1, the
+// plan of one dimension), for a tree the caller has checked reads every leaf contiguously over its
+// whole shape: the contiguous fold (eval/reduce.hpp) skips each leaf's broadcast strides, which it
+// would overwrite (W6 at 1K elements, AVX2: 30 of its 166 instructions outside the rows).
+struct contiguous_reading {};
+
 template <class T, int LeafRank, int R>
 struct evaluator<leaf<T, LeafRank>, R> {
   using node_type = leaf<T, LeafRank>;
@@ -83,6 +89,7 @@ struct evaluator<leaf<T, LeafRank>, R> {
     // element the evaluator lives in registers: W4 at 1K elements -4%, W7 -4.5%.
     for (int d = 0; d < R; ++d) strides[d] = s[d];
   }
+  evaluator(leaf<T, LeafRank> const& node, contiguous_reading) noexcept : base(node.view().data()) { strides[0] = 1; }
 
   // Points the leaf at the row of the plan's outer indices `index` (planned strides). The row's
   // first element is copied to `splat`, whatever the stride: the mixed loop's batches read it when
@@ -154,7 +161,8 @@ struct evaluator<constant<T>, R> {
   static constexpr bool is_leaf = false;
   static constexpr std::size_t leaf_count = 0;
 
-  evaluator(constant<T> const& node, extents<R> const&) : value(node.value()) {}
+  template <class Reading>  // extents<R> or contiguous_reading
+  evaluator(constant<T> const& node, Reading const&) : value(node.value()) {}
 
   T scalar(index_t) const noexcept { return value; }
   template <class Lane, inner_mode, batch_cover>
@@ -246,8 +254,9 @@ struct evaluator<map<Op, Args...>, R> {
   static constexpr bool is_leaf = false;
   static constexpr std::size_t leaf_count = (std::size_t{0} + ... + evaluator<Args, R>::leaf_count);
 
-  evaluator(node_type const& node, extents<R> const& out_shape)
-      : op(node.op()), args(detail::apply_pack([&](Args const&... a) { return children{{evaluator<Args, R>(a, out_shape)}...}; },
+  template <class Reading>  // the output's extents<R>, or contiguous_reading
+  evaluator(node_type const& node, Reading const& reading)
+      : op(node.op()), args(detail::apply_pack([&](Args const&... a) { return children{{evaluator<Args, R>(a, reading)}...}; },
                                                 node.args())) {
     if constexpr (twin_leaves) {
       auto const &first = slot<0>(args), &second = slot<1>(args);

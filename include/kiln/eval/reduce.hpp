@@ -685,14 +685,16 @@ struct contiguous_leaves_of {
   template <class Leaf>
   KILN_ALWAYS_INLINE void operator()(Leaf const& leaf) const noexcept {
     auto const& v = leaf.view();
-    if constexpr (std::remove_cvref_t<decltype(v)>::rank == R) all = all && same_extents(v.shape(), shape) && v.is_contiguous();
+    if constexpr (std::remove_cvref_t<decltype(v)>::rank == R)
+      all = all && same_extents(v.shape(), shape) && (whole_tensor_leaf(leaf) || v.is_contiguous());
     else all = false;
   }
-};
-// Gives every leaf of such a tree the strides of the plan of one contiguous dimension.
-struct read_contiguously {
+  // A leaf over a whole tensor is contiguous: only its shape needs comparing.
   template <class Leaf>
-  KILN_ALWAYS_INLINE void operator()(Leaf& leaf) const noexcept { leaf.strides[0] = 1; }
+  static bool whole_tensor_leaf(Leaf const& leaf) noexcept {
+    if constexpr (requires { leaf.whole(); }) return leaf.whole();
+    else return false;
+  }
 };
 
 // The common case of `fold`, which needs no plan: a reduction over trailing axes, rows of at
@@ -739,8 +741,7 @@ KILN_ALWAYS_INLINE bool fold_contiguous_rows(Policy const&, tensor_view<A, R> co
     // kiln::par folds on one thread, as fold_plan would for so few elements.
     if constexpr (std::is_same_v<Policy, par_policy>)
       if (par_threads(c.rows * c.n) > 1) return false;
-    Ev ev(arg, arg.shape());
-    visit_leaves(ev, read_contiguously{});
+    Ev ev(arg, contiguous_reading{});
     visit_leaves(ev, start_leaf_rows<RA>{plan_strides<RA>{}, 0});
     inline_tree<Ev>([&]() KILN_INLINE_LAMBDA {
       if constexpr (may_have_twins<Ev>)
