@@ -226,7 +226,9 @@ struct reduction_fn {
       std::sort(a.begin(), a.end());
       return std::adjacent_find(a.begin(), a.end()) == a.end();
     }(), "kiln: a reduction axis is given more than once");
-    static constexpr std::array<int, sizeof...(I)> normalized = [] {
+    // A local constant rather than a static one, whose loads GCC does not fold: the reduction's
+    // shape is then worked out at compile time.
+    constexpr std::array<int, sizeof...(I)> normalized = [] {
       std::array<int, sizeof...(I)> a{((I + R) % (R > 0 ? R : 1))...};
       std::sort(a.begin(), a.end());
       return a;
