@@ -756,6 +756,54 @@ TEST_CASE("flat assignments: tails, single elements, broadcast scalars, unaligne
     r = a * s0 - kiln::full<float>(kiln::extents<2>{1, 1}, 1.f);
     for (int i = 0; i < 2 * float_lanes + 1; ++i) CHECK(r(0, 0, i) == doctest::Approx(a(0, 0, i) * 0.75f - 1.f));
   }
+  SUBCASE("ranks 2 to 4 over operands of one shape: one flat row, every length, views and in place") {
+    // Whole tensors and contiguous views of the destination's shape are read as one row of all the
+    // elements; a transposed operand or a strided destination is not.
+    auto const check = [](auto const& got, auto const& a, auto const& b, char const* what) {
+      CAPTURE(what);
+      for (kiln::index_t i = 0; i < got.size(); ++i) {
+        float const want = std::max(a.data()[i], b.data()[i]) - 0.5f * b.data()[i];
+        CHECK(got.data()[i] == doctest::Approx(want).epsilon(1e-6));
+      }
+    };
+    for (kiln::index_t n = 1; n <= 3 * float_lanes + 1; ++n) {
+      CAPTURE(n);
+      auto const a2 = kiln::randn<float>({2, n}, 60 + n), b2 = kiln::randn<float>({2, n}, 61 + n);
+      kiln::tensor<float, 2> z2 = kiln::zeros<float>({2, n});
+      z2 = kiln::maximum(a2, b2) - 0.5f * b2;
+      check(z2, a2, b2, "rank 2");
+      auto const a3 = kiln::randn<float>({2, 1, n}, 62 + n), b3 = kiln::randn<float>({2, 1, n}, 63 + n);
+      kiln::tensor<float, 3> z3 = kiln::zeros<float>({2, 1, n});
+      z3 = kiln::maximum(a3, b3) - 0.5f * b3;
+      check(z3, a3, b3, "rank 3");
+      auto const a4 = kiln::randn<float>({1, 2, 1, n}, 64 + n), b4 = kiln::randn<float>({1, 2, 1, n}, 65 + n);
+      kiln::tensor<float, 4> z4 = kiln::zeros<float>({1, 2, 1, n});
+      z4 = kiln::maximum(a4, b4) - 0.5f * b4;
+      check(z4, a4, b4, "rank 4");
+      // Contiguous views (rows 1 and 2 of three) as operands and destination, nothing written around.
+      auto const A = kiln::randn<float>({3, n}, 66 + n), B = kiln::randn<float>({3, n}, 67 + n);
+      kiln::tensor<float, 2> Z = kiln::full<float>(kiln::extents<2>{3, n}, -9.f);
+      auto const a = kiln::slice(A, 0, 1, 3), b = kiln::slice(B, 0, 1, 3);
+      kiln::slice(Z, 0, 1, 3) = kiln::maximum(a, b) - 0.5f * b;
+      kiln::tensor<float, 2> const got = kiln::slice(Z, 0, 1, 3), a_copy = a, b_copy = b;
+      check(got, a_copy, b_copy, "views");
+      for (kiln::index_t j = 0; j < n; ++j) CHECK(Z(0, j) == -9.f);
+      // In place: each element read before it is written.
+      kiln::tensor<float, 2> x = a2;
+      x = kiln::maximum(x, b2) - 0.5f * b2;
+      check(x, a2, b2, "in place");
+      // Not flat: a transposed operand of the same shape, and a strided destination.
+      auto const S = kiln::randn<float>({n, 2}, 68 + n);
+      kiln::tensor<float, 2> const St = kiln::transpose(S);
+      z2 = kiln::maximum(kiln::transpose(S), b2) - 0.5f * b2;
+      check(z2, St, b2, "transposed operand");
+      kiln::tensor<float, 2> wide = kiln::zeros<float>({2, 2 * n});
+      auto strided = kiln::slice(wide, 1, 0, 2 * n, 2);
+      strided = kiln::maximum(a2, b2) - 0.5f * b2;
+      kiln::tensor<float, 2> const strided_copy = strided;
+      check(strided_copy, a2, b2, "strided destination");
+    }
+  }
   SUBCASE("empty destinations") {
     kiln::tensor<float, 2> e = kiln::zeros<float>({3, 0});
     e = kiln::zeros<float>({3, 0}) * s0 + s1;

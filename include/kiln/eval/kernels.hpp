@@ -210,7 +210,11 @@ KILN_ALWAYS_INLINE bool run_two_dimensional(tensor_view<T, 2> const& dst, Ev& ev
     index_t rows = dst.extent(0), n = dst.extent(1), step = dst.strides()[0];
     bool readable = dst.strides()[1] == 1 && n > 1, mergeable = step == n;
     visit_leaves(ev, leaf_rows_readable{n, readable, mergeable});
-    if (!readable || mergeable) {  // one flat row
+    if (readable && mergeable) {
+      // Rows that continue one another in the destination and every leaf (tensors of one shape,
+      // or a leaf broadcasting one element) are one row, each leaf read at its inner stride.
+      n *= rows, rows = 1;
+    } else if (!readable) {  // one flat row, if the general flat plan finds one
       constexpr std::size_t N = Ev::leaf_count;
       leaf_strides<2, N> strides;
       std::size_t k = 0;
