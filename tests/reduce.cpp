@@ -1423,7 +1423,7 @@ TEST_CASE("a reduction inside an elementwise expression is materialised once: a 
 }
 
 TEST_CASE("row blocks: an expression over reductions that keep dimension 0, with the whole evaluation's bits") {
-  // Rows enough for several blocks (each reads at most 16384 elements and writes at most 2 KB per
+  // Rows enough for several blocks (each writes at most 16 KB of the destination and 2 KB per
   // boundary), the last one partial, and a single row.
   for (index_t const rows : {index_t(1), index_t(600), index_t(1100)})
     for (index_t const cols : {index_t(3), index_t(2 * float_lanes + 1), index_t(40)}) {

@@ -44,8 +44,11 @@ void for_each_part(Node const& node, OnLeaf const& on_leaf, OnBoundary const& on
 
 // Stack room for one boundary's result over a block.
 inline constexpr std::size_t row_block_buffer_bytes = 2048;
-// Elements of the expression per block: its arguments' rows stay in L1 or L2 between the passes.
-inline constexpr index_t row_block_elements = 16384;
+// Bytes of the destination per block: its rows, with those of an argument of its type and shape
+// (what a reduction reads and the expression reads again), take 32 KB, the first-level cache of
+// most cores. At 64 KB of each, twice Zen 5's L1, the second pass read from L2: W8 at 64K and 1M
+// elements 1.2x slower, at 4M 1.1x (bench/README.md, Findings).
+inline constexpr std::size_t row_block_bytes = 16384;
 
 template <class Node>
 inline constexpr std::size_t boundary_count = is_materialized<Node> ? 1 : 0;
@@ -86,7 +89,7 @@ auto block_tree(Policy const& policy, Node const& node, index_t rows, index_t st
 template <class Policy, class T, int R, class Root>
 bool run_row_blocks(Policy const& policy, tensor_view<T, R> const& dst, Root const& root, destination kind) {
   index_t const rows = dst.extent(0), row_size = dst.size() / rows;
-  index_t block = std::max<index_t>(1, row_block_elements / std::max<index_t>(1, row_size));
+  index_t block = std::max<index_t>(1, index_t(row_block_bytes / sizeof(T)) / std::max<index_t>(1, row_size));
   byte_span dst_bytes;
   bool have_dst_bytes = false, unsafe = false, fits = true;
   unsafe_reads<T, R> const outer_check{dst, kind, dst_bytes, have_dst_bytes, unsafe};
