@@ -110,8 +110,9 @@ bool run_row_blocks(Policy const& policy, tensor_view<T, R> const& dst, Root con
     fits = fits && boundary.reduced_axes()[0] != 0 && boundary.shape()[0] == rows &&
            per_row <= index_t(row_block_buffer_bytes / sizeof(V));
     if (fits) block = std::min<index_t>(block, index_t(row_block_buffer_bytes / sizeof(V)) / std::max<index_t>(1, per_row));
+    // (Two whole tensors are different ones, disjoint, or the same one, the destination itself.)
     for_each_leaf_node(boundary.arg(), [&](auto const& leaf_node) {
-      unsafe = unsafe || !(disjoint(dst, leaf_node.view()) || is_dst(leaf_node));
+      unsafe = unsafe || !(whole_tensors(kind, leaf_node) || disjoint(dst, leaf_node.view()) || is_dst(leaf_node));
     });
   });
   if (unsafe || !fits) return false;
