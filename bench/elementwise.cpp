@@ -37,12 +37,12 @@ using namespace kiln_bench;
 struct w1_data {
   explicit w1_data(index_t n)
       : x(kiln::randn<float>({n}, 101)), y(kiln::randn<float>({n}, 102)), z(kiln::zeros<float>({n})),
-        z_eigen(kiln::zeros<float>({n})), ex(eigen_in(x)), ey(eigen_in(y)), ez(eigen_out(z_eigen)) {}
-  kiln::tensor<float, 1> x, y, z, z_eigen;
+        ex(eigen_in(x)), ey(eigen_in(y)), ez(eigen_out(z)) {}
+  kiln::tensor<float, 1> x, y, z;
   EigenIn ex, ey;
   EigenOut ez;
   index_t n() const { return x.size(); }
-  float const* out(impl i) const { return i == eigen_impl ? ez.data() : z.data(); }
+  float const* out(impl) const { return z.data(); }
   std::int64_t bytes() const { return 3 * n() * std::int64_t(sizeof(float)); }
 };
 
@@ -125,19 +125,18 @@ struct w4_data {
       : rows(n / kCols),  // W4's rows at every row length
         A(kiln::randn<float>({rows, Cols}, 401)), b(kiln::randn<float>({Cols}, 402)),
         c(kiln::randn<float>({rows, 1}, 403)), out(kiln::zeros<float>({rows, Cols})),
-        out_eigen(kiln::zeros<float>({rows, Cols})), eA(A.data(), rows, Cols), eb(b.data(), Cols),
-        ec(eigen_in(c)), eout(out_eigen.data(), rows, Cols) {}
+        eA(A.data(), rows, Cols), eb(b.data(), Cols), ec(eigen_in(c)), eout(out.data(), rows, Cols) {}
   index_t rows;
   kiln::tensor<float, 2> A;
   kiln::tensor<float, 1> b;
   kiln::tensor<float, 2> c;
-  kiln::tensor<float, 2> out, out_eigen;
+  kiln::tensor<float, 2> out;
   EigenRowsIn eA;
   Eigen::Map<Eigen::Array<float, 1, Eigen::Dynamic> const> eb;  // a row, for .rowwise()
   EigenIn ec;                                                   // a column, for .colwise()
   EigenRowsOut eout;
   index_t n() const { return rows * Cols; }
-  float const* result(impl i) const { return i == eigen_impl ? eout.data() : out.data(); }
+  float const* result(impl) const { return out.data(); }
   std::int64_t bytes() const { return (2 * n() + Cols + rows) * std::int64_t(sizeof(float)); }
 };
 
@@ -182,13 +181,12 @@ void w4_xsimd(w4_data<Cols>& d) {
 // w4_xsimd with the row length read at run time, as a loop written for any shape reads it: the
 // table's loop has a compile-time row length of 256, which GCC unrolls whole (16 batches per row
 // with AVX-512, no loop and no tail code). kiln reads its shapes at run time; this row shows how
-// much of the gap at 1K elements that knowledge is. (It writes the Eigen buffer, as the extra rows
-// do.)
+// much of the gap at 1K elements that knowledge is.
 void w4_xsimd_runtime(w4_data<256>& d) {
   float const* A = d.A.data();
   float const* b = d.b.data();
   float const* c = d.c.data();
-  float* out = d.out_eigen.data();
+  float* out = d.out.data();
   index_t const cols = d.b.size();
   B const zero(0.f);
   for (index_t r = 0; r < d.rows; ++r) {
