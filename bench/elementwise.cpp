@@ -29,6 +29,8 @@
 // compares wrong code.
 #include "harness.hpp"
 
+#include <type_traits>
+
 namespace {
 using namespace kiln_bench;
 
@@ -160,34 +162,14 @@ void w4_scalar(w4_data<Cols>& d) {
   }
 }
 
-template <index_t Cols>
-void w4_xsimd(w4_data<Cols>& d) {
+// The xsimd loop over rows of `cols` elements: a compile-time constant (std::integral_constant)
+// in the table's loop, or an index_t.
+template <index_t Cols, class RowLength>
+void w4_xsimd_rows(w4_data<Cols>& d, RowLength cols) {
   float const* A = d.A.data();
   float const* b = d.b.data();
   float const* c = d.c.data();
   float* out = d.out.data();
-  B const zero(0.f);
-  for (index_t r = 0; r < d.rows; ++r) {
-    B const cr(c[r]);
-    float const* a = A + r * Cols;
-    float* o = out + r * Cols;
-    index_t j = 0;
-    for (; j + W <= Cols; j += W)
-      (xsimd::max(B::load_unaligned(a + j) + B::load_unaligned(b + j), zero) * cr).store_unaligned(o + j);
-    for (; j < Cols; ++j) o[j] = std::max(a[j] + b[j], 0.f) * c[r];
-  }
-}
-
-// w4_xsimd with the row length read at run time, as a loop written for any shape reads it: the
-// table's loop has a compile-time row length of 256, which GCC unrolls whole (16 batches per row
-// with AVX-512, no loop and no tail code). kiln reads its shapes at run time; this row shows how
-// much of the gap at 1K elements that knowledge is.
-void w4_xsimd_runtime(w4_data<256>& d) {
-  float const* A = d.A.data();
-  float const* b = d.b.data();
-  float const* c = d.c.data();
-  float* out = d.out.data();
-  index_t const cols = d.b.size();
   B const zero(0.f);
   for (index_t r = 0; r < d.rows; ++r) {
     B const cr(c[r]);
@@ -199,6 +181,15 @@ void w4_xsimd_runtime(w4_data<256>& d) {
     for (; j < cols; ++j) o[j] = std::max(a[j] + b[j], 0.f) * c[r];
   }
 }
+
+template <index_t Cols>
+void w4_xsimd(w4_data<Cols>& d) { w4_xsimd_rows(d, std::integral_constant<index_t, Cols>{}); }
+
+// w4_xsimd with the row length read at run time, as a loop written for any shape reads it: the
+// table's loop has a compile-time row length of 256, which GCC unrolls whole (16 batches per row
+// with AVX-512, no loop and no tail code). kiln reads its shapes at run time; this row shows how
+// much of the gap at 1K elements that knowledge is.
+void w4_xsimd_runtime(w4_data<256>& d) { w4_xsimd_rows(d, d.b.size()); }
 
 // The broadcasting one-liner an Eigen expert writes. Eigen vectorises it (the row-vector
 // Replicate becomes plain packet loads of eb, the column-vector one a per-row broadcast of ec) and
