@@ -59,6 +59,13 @@ TEST_CASE("full reductions through CUB, the producer fused") {
   auto const nan = kiln::tensor<float, 1>{1, std::numeric_limits<float>::quiet_NaN(), 3};
   CHECK(std::isnan(kiln::eval(kiln::cuda{}, kiln::amax(kiln::to_device(nan))).item()));
   CHECK(kiln::eval(kiln::cuda{}, kiln::sum(kiln::cuda_tensor<float, 1>(kiln::extents<1>{0}))).item() == 0.f);
+  // The 2-norm of a single element is |x| where its square under- or overflows, as on the host.
+  CHECK(kiln::eval(kiln::cuda{}, kiln::norm(kiln::to_device(kiln::tensor<float, 1>{-1e-30f}))).item() == 1e-30f);
+  auto const column = kiln::tensor<float, 2>{{1e-30f}, {-3e30f}, {2.f}};
+  auto const along = kiln::to_host(kiln::eval(kiln::cuda{}, kiln::norm(kiln::to_device(column), 1)));
+  CHECK(along(0) == 1e-30f);
+  CHECK(along(1) == 3e30f);
+  CHECK(along(2) == 2.f);
 }
 
 TEST_CASE("argmax and argmin: the first best element, NaN first, over all elements and over axes") {

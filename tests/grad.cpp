@@ -199,6 +199,10 @@ TEST_CASE("PyTorch's conventions at the awkward points") {
   }
   // norm at 0 has gradient 0, not NaN.
   CHECK(grad_at([](auto const& x) { return kiln::norm(x); }, {0, 0}) == std::vector<double>{0, 0});
+  // A single element's norm is |x| even where x^2 under- or overflows, its gradient x / |x|
+  // (PyTorch's).
+  CHECK(grad_at([](auto const& x) { return kiln::norm(x); }, {1e-200}) == std::vector<double>{1});
+  CHECK(grad_at([](auto const& x) { return kiln::norm(x); }, {-1e200}) == std::vector<double>{-1});
   // norm, var and std divide before a large deviation or adjoint can overflow (PyTorch's order):
   // an infinite norm or std gives 0, a variance past DBL_MAX the finite deviations.
   CHECK(grad_at([](auto const& x) { return kiln::norm(x) * 4.0; }, {1e308, 1e308, 1}) == std::vector<double>{0, 0, 0});

@@ -1151,6 +1151,49 @@ TEST_CASE("float var and std whose squared deviations overflow float: computed a
   CHECK(std::isnan(float(kiln::stddev(infinite))));
 }
 
+TEST_CASE("the 2-norm of a single element is |x|, where its square under- or overflows, as PyTorch") {
+  float const inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  // Full reductions of one element (PyTorch 2.15: torch.linalg.vector_norm of float [1e-30] is
+  // 1e-30, of [1e-30, 1e-30] 0: two elements are a sum of squares).
+  for (float const v : {1e-30f, -3e30f, -0.f, 1e-45f, -inf})
+    CHECK(float(kiln::norm(kiln::tensor<float, 1>{v})) == std::abs(v));
+  CHECK(std::isnan(float(kiln::norm(kiln::tensor<float, 1>{nan}))));
+  CHECK(float(kiln::norm(kiln::tensor<float, 1>{1e-30f, 1e-30f})) == 0.f);
+  CHECK(float(kiln::norm(kiln::tensor<float, 1>{3e30f, 1.f})) == inf);
+  CHECK(double(kiln::norm(kiln::tensor<double, 1>{-1e-200})) == 1e-200);
+  // Along an axis of extent 1 (and over several such axes), keepdim and not, under every policy.
+  kiln::tensor<float, 2> const column{{1e-30f}, {-3e30f}, {-0.f}, {nan}, {-inf}, {2.f}};
+  for (int policy : {0, 1, 2}) {
+    CAPTURE(policy);
+    auto run = [&](auto const& e) {
+      return policy == 0 ? kiln::eval(kiln::seq, e) : policy == 1 ? kiln::eval(kiln::simd, e) : kiln::eval(kiln::par, e);
+    };
+    kiln::tensor<float, 1> const along = run(kiln::norm(column, kiln::axes<1>));
+    kiln::tensor<float, 2> const kept = run(kiln::norm(column, kiln::axes<1>, kiln::keepdim));
+    for (index_t i = 0; i < 6; ++i) {
+      CAPTURE(i);
+      float const want = std::abs(column(i, 0));
+      if (std::isnan(want)) {
+        CHECK(std::isnan(along(i)));
+        CHECK(std::isnan(kept(i, 0)));
+      } else {
+        CHECK(along(i) == want);
+        CHECK(kept(i, 0) == want);
+        CHECK(!std::signbit(along(i)));
+      }
+    }
+  }
+  kiln::tensor<float, 3> const deep = kiln::reshape(column, {6, 1, 1});
+  kiln::tensor<float, 1> const over_two = kiln::norm(deep, kiln::axes<1, 2>);
+  CHECK(over_two(0) == 1e-30f);
+  CHECK(over_two(1) == 3e30f);
+  // Inside an expression and in row blocks (the reduction keeps dimension 0).
+  kiln::tensor<float, 2> const scaled = column / kiln::norm(column, kiln::axes<1>, kiln::keepdim);
+  CHECK(scaled(0, 0) == 1.f);
+  CHECK(scaled(1, 0) == -1.f);
+  CHECK(scaled(5, 0) == 1.f);
+}
+
 // var, std and logsumexp fold their two passes a block of rows of dimension 0 at a time (16384
 // elements) when that dimension is kept, under seq and simd. kiln::par runs each pass whole (on
 // one thread at these sizes), with the same bits per row as simd.
