@@ -229,32 +229,26 @@ bool verify_all(index_t n) {
   for (auto fn : w3_fns) fn(d3);
   for (impl i : {kiln_impl, xsimd_impl, eigen_impl})
     ok = near((std::string("W3/") + impl_names[i]).c_str(), n, &d3.result[i], &d3.result[scalar_impl], 1, 1e-5) && ok;
+  // Each implementation against the scalar loop's result, the shared destination first filled with
+  // a sentinel so that none can pass on another's result.
+  auto each = [&](char const* workload, auto& d, auto const& fns, index_t count, double tol) {
+    fns[scalar_impl](d);
+    std::vector<float> const reference(d.out.data(), d.out.data() + count);
+    for (impl i : {kiln_impl, xsimd_impl, eigen_impl}) {
+      std::fill_n(d.out.data(), count, -12345.f);
+      fns[i](d);
+      ok = near((std::string(workload) + "/" + impl_names[i]).c_str(), n, d.result(i), reference.data(), count, tol) && ok;
+    }
+    return reference;
+  };
   auto& d6 = data_for<w6_data>(n);
-  w6_scalar(d6);
-  std::vector<float> const r6(d6.out.data(), d6.out.data() + d6.rows);
-  for (impl i : {kiln_impl, xsimd_impl, eigen_impl}) {
-    std::fill_n(d6.out.data(), d6.rows, -12345.f);  // the implementations share one destination
-    w6_fns[i](d6);
-    ok = near((std::string("W6/") + impl_names[i]).c_str(), n, d6.result(i), r6.data(), d6.rows, 1e-5) && ok;
-  }
+  std::vector<float> const r6 = each("W6", d6, w6_fns, d6.rows, 1e-5);
   std::fill_n(d6.out.data(), d6.rows, -12345.f);
   w6_kiln_square(d6);
   ok = near("W6/kiln_square", n, d6.result(kiln_impl), r6.data(), d6.rows, 1e-5) && ok;
   auto& d7 = data_for<w7_data>(n);
-  w7_scalar(d7);
-  std::vector<float> const r7(d7.out.data(), d7.out.data() + d7.n());
-  for (impl i : {kiln_impl, xsimd_impl, eigen_impl}) {
-    std::fill_n(d7.out.data(), d7.n(), -12345.f);
-    w7_fns[i](d7);
-    ok = near((std::string("W7/") + impl_names[i]).c_str(), n, d7.result(i), r7.data(), d7.n(), 1e-5) && ok;
-  }
-  w8_scalar(d7);
-  std::vector<float> const r8(d7.out.data(), d7.out.data() + d7.n());
-  for (impl i : {kiln_impl, xsimd_impl, eigen_impl}) {
-    std::fill_n(d7.out.data(), d7.n(), -12345.f);
-    w8_fns[i](d7);
-    ok = near((std::string("W8/") + impl_names[i]).c_str(), n, d7.result(i), r8.data(), d7.n(), 0) && ok;
-  }
+  each("W7", d7, w7_fns, d7.n(), 1e-5);
+  each("W8", d7, w8_fns, d7.n(), 0);
   return ok;
 }
 
