@@ -282,9 +282,9 @@ void device_materialize_reduction(cuda_tensor<T, R> const& dst, reduction<Op, Ar
     fold<typename Op::pre>(m, arg, axes);
     fold<typename Op::fold>(dst, make_map(typename Op::input{}, arg, m), axes);
     run_elementwise(flatten(dst), make_map(node.op().make_output(node.reduced_size()), flatten(dst), flatten(m)));
-  } else if constexpr (std::is_same_v<Op, ops::norm2_red>) {
-    // A single element's 2-norm is |x|, as on the host (materialize_reduction, eval/reduce.hpp).
-    if (node.reduced_size() == 1) fold<ops::amax_red>(dst, make_map(ops::abs_op{}, arg), axes);
+  } else if constexpr (requires { typename Op::single_element; }) {
+    // Its result over one element, as on the host (materialize_reduction, eval/reduce.hpp).
+    if (node.reduced_size() == 1) fold<ops::amax_red>(dst, make_map(typename Op::single_element{}, arg), axes);
     else fold<Op>(dst, arg, axes);
   } else {
     fold<Op>(dst, arg, axes);

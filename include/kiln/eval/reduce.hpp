@@ -956,11 +956,10 @@ void materialize_reduction(Policy const& policy, tensor_view<T, R> const& dst, r
   } else if constexpr (ops::index_picking<Op, typename Lowered::value_type>) {
     arg_fold<Op>(dst, arg, node.reduced_axes(), keep);
   } else {
-    // The 2-norm of a single element is |x|, where sqrt(x * x) would give 0 or inf once the square
-    // under- or overflows (PyTorch 2.15 returns |x| there too): amax of |x| over the one element.
-    if constexpr (std::is_same_v<Op, ops::norm2_red>)
+    // An op that says its result over one element (the 2-norm's |x|, ops/reduction.hpp).
+    if constexpr (requires { typename Op::single_element; })
       if (node.reduced_size() == 1)
-        return fold<ops::amax_red>(policy, dst, make_map(ops::abs_op{}, arg), node.reduced_axes(), keep);
+        return fold<ops::amax_red>(policy, dst, make_map(typename Op::single_element{}, arg), node.reduced_axes(), keep);
     fold<Op>(policy, dst, arg, node.reduced_axes(), keep);
     if constexpr (requires { Op::finalizes; }) finish(policy, dst, node.op(), node.reduced_size());
   }

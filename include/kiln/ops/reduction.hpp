@@ -7,6 +7,7 @@
 #pragma once
 
 #include <kiln/core/function_objects.hpp>
+#include <kiln/ops/arithmetic.hpp>
 #include <kiln/ops/math.hpp>
 
 #include <cmath>
@@ -169,6 +170,9 @@ struct norm2_red : sum_red {
   template <class V> using acc = floating_t<V>;
   template <class A, class V> KILN_OP static A prepare(V v) { A const x = static_cast<A>(v); return x * x; }
   template <class A> KILN_OP static A finalize(A a, index_t) { using std::sqrt; return sqrt(a); }
+  // Over a single element the norm is |x| (PyTorch's result too), where sqrt(x * x) would give 0
+  // or inf once the square under- or overflows: the backends then fold amax of this op's result.
+  using single_element = abs_op;
   // x g / out, and 0 where the norm is 0 (PyTorch's norm_backward). g / out first, as PyTorch: an
   // infinite norm then gives 0 where g x would overflow to inf / inf.
   template <class T> KILN_OP static T grad(T x, T out, T g, T) { return math::select(out == T(0), T(0), x * (g / out)); }
