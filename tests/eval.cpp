@@ -922,6 +922,32 @@ TEST_CASE("rank-2 rows with broadcast leaves, at every row length and misalignme
         for (int j = 0; j < n; ++j) CHECK(X(i, j) == std::max(before(i, j) + b(j), 0.f) * c(i, 0));
     }
   }
+  SUBCASE("every mix of contiguous and broadcast leaves, one to four of them, at every tail length") {
+    // Up to three leaves run in one copy of the rows loop per mix of their strides along the rows,
+    // chosen once per assignment (simd_rows in eval/kernels.hpp); a fourth leaf takes the loop
+    // split per row. Leaf i is a column [r, 1], broadcast along the rows, where bit i of the mix is
+    // set, and [r, n] otherwise.
+    for (kiln::index_t r : {1, 3})
+      for (kiln::index_t n = 1; n <= 2 * float_lanes + 1; ++n)
+        for (unsigned mix = 0; mix < 16; ++mix) {
+          std::array<kiln::tensor<float, 2>, 4> L;
+          for (unsigned i = 0; i < 4; ++i) L[i] = kiln::randn<float>({r, (mix >> i) & 1u ? 1 : n}, 60 + i);
+          auto const matches_seq = [&](auto const& e) {
+            kiln::tensor<float, 2> got = kiln::zeros<float>({r, n}), want = kiln::zeros<float>({r, n});
+            kiln::eval(kiln::simd, got, e);
+            kiln::eval(kiln::seq, want, e);
+            for (int i = 0; i < r; ++i)
+              for (int j = 0; j < n; ++j) CHECK(got(i, j) == doctest::Approx(want(i, j)));
+          };
+          CAPTURE(r);
+          CAPTURE(n);
+          CAPTURE(mix);
+          if (mix < 2) matches_seq(kiln::relu(L[0]) * 2.f);
+          if (mix < 4) matches_seq(L[0] - L[1] * 0.5f);
+          if (mix < 8) matches_seq(kiln::relu(L[0] + L[1]) * L[2]);
+          matches_seq((L[0] - L[1]) * (L[2] + L[3]));
+        }
+  }
   SUBCASE("one flat row with a leaf broadcasting one element, extent-1 dimensions included") {
     kiln::tensor<float, 0> const s = kiln::full<float>(kiln::extents<0>{}, -0.75f);
     auto const one = kiln::full<float>({1, 1}, 2.f);
