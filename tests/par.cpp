@@ -132,6 +132,13 @@ TEST_CASE("par reductions: bitwise where outputs split, close and repeatable whe
       check_close(kiln::eval(kiln::par, kiln::variance(a, 0)), kiln::eval(kiln::simd, kiln::variance(a, 0)), 1e-4);
       check_close(kiln::eval(kiln::par, kiln::softmax(a, 0)), kiln::eval(kiln::simd, kiln::softmax(a, 0)), 1e-5);
       CHECK(bitwise_equal(kiln::eval(kiln::par, kiln::argmax(a, 0)), kiln::eval(kiln::simd, kiln::argmax(a, 0))));
+      // all and any, whose partials are bools (they did not compile under par in one run of outputs).
+      CHECK(bitwise_equal(kiln::eval(kiln::par, kiln::all(a > -2.f, 0)), kiln::eval(kiln::simd, kiln::all(a > -2.f, 0))));
+      CHECK(bitwise_equal(kiln::eval(kiln::par, kiln::any(a > 2.f, 1)), kiln::eval(kiln::simd, kiln::any(a > 2.f, 1))));
+      CHECK(kiln::any(kiln::par, a > 4.f) == kiln::eval(kiln::simd, kiln::any(a > 4.f)).item());
+      CHECK(kiln::all(kiln::par, a > -4.f) == kiln::eval(kiln::simd, kiln::all(a > -4.f)).item());
+      CHECK(kiln::any(kiln::par, a > 100.f) == false);
+      CHECK(kiln::all(kiln::par, a < 100.f) == true);
     }
   }
 }

@@ -9,9 +9,11 @@
 #include <kiln/expr/reduce.hpp>
 #include <kiln/ops/transcendental.hpp>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <limits>
+#include <memory>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -661,12 +663,14 @@ void fold_plan(par_policy const& policy, loop_plan<R> const& plan, Ev& ev, A* ou
   }
   // One run: partial outputs per thread. They span the outputs' offsets (0, or i * step).
   index_t const span = step == 0 ? 1 : (n - 1) * step + 1;
-  std::vector<A> partials(static_cast<std::size_t>(span * threads), Op::template identity<A>());
+  // (A plain array: std::vector<bool>, for all and any, packs bits and has no data().)
+  std::unique_ptr<A[]> const partials(new A[static_cast<std::size_t>(span * threads)]);
+  std::fill_n(partials.get(), span * threads, Op::template identity<A>());
   int used = 1;
   par_run(threads, [&](int part, int parts) {
     if (part == 0) used = parts;
     plan_part const mine = split_plan(plan, part, parts, sizeof(A));
-    fold_part(mine, partials.data() + part * span, mine.by_rows ? mine.count : rows);
+    fold_part(mine, partials.get() + part * span, mine.by_rows ? mine.count : rows);
   });
   index_t const outputs = step == 0 ? 1 : n;
   for (index_t i = 0; i < outputs; ++i) {
