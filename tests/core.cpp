@@ -114,6 +114,39 @@ TEST_CASE("construction from a shape") {
   CHECK_THROWS_WITH_AS((kiln::tensor<float, 2>(kiln::extents<2>{big, big})),
                        "shape [1099511627776, 1099511627776] has more elements than index_t can count",
                        kiln::shape_error);
+  // Even with a zero extent that makes it empty, as PyTorch (its strides would overflow).
+  CHECK_THROWS_WITH_AS((kiln::tensor<float, 3>(kiln::extents<3>{0, big, big})),
+                       "shape [0, 1099511627776, 1099511627776] has more elements than index_t can count",
+                       kiln::shape_error);
+}
+
+TEST_CASE("shapes whose element count overflows index_t throw wherever they arise") {
+  index_t const half = index_t{1} << 32;
+  kiln::tensor<float, 1> one = {1.f};
+  char const* const too_many = "shape [4294967296, 4294967296] has more elements than index_t can count";
+  CHECK_THROWS_WITH_AS((kiln::expand(one, {half, half})), too_many, kiln::shape_error);
+  // Each operand fits; their broadcast does not. Evaluated into a tensor or reduced, it throws (an
+  // existing destination is never that large: assigning to one throws the shape mismatch).
+  auto const tall = kiln::expand(one, {half, 1}), wide = kiln::expand(one, {1, half});
+  CHECK(tall.size() == half);
+  CHECK((tall + wide).shape() == kiln::extents<2>{half, half});
+  CHECK_THROWS_WITH_AS(kiln::eval(tall + wide), too_many, kiln::shape_error);
+  CHECK_THROWS_WITH_AS(kiln::sum(kiln::exp(tall) * wide), too_many, kiln::shape_error);
+  CHECK_THROWS_WITH_AS(kiln::amax(tall * wide, kiln::axes<1>), too_many, kiln::shape_error);
+  CHECK_THROWS_WITH_AS((kiln::broadcast_extents(kiln::extents<2>{half, 1}, kiln::extents<2>{1, half})), too_many,
+                       kiln::shape_error);
+  kiln::tensor<float, 1> const none(kiln::extents<1>{0});
+  CHECK(float(kiln::sum(kiln::expand(none, {half, 0}) * tall)) == 0.f);  // empty: nothing to count
+  CHECK_THROWS_WITH_AS((kiln::expand(none, {half, half, 0})),
+                       "shape [4294967296, 4294967296, 0] has more elements than index_t can count", kiln::shape_error);
+  CHECK_THROWS_WITH_AS((kiln::reshape(none, {half, half, 0})),
+                       "cannot reshape [0] to [4294967296, 4294967296, 0]: more elements than index_t can count",
+                       kiln::shape_error);
+  CHECK_THROWS_WITH_AS((kiln::reshape(none, {0, -1})),
+                       "cannot reshape [0] to [0, -1]: the extent -1 could be anything next to an extent of 0",
+                       kiln::shape_error);
+  CHECK(kiln::reshape(none, {-1, 4}).shape() == kiln::extents<2>{0, 4});
+  CHECK(kiln::reshape(none, {half, 0}).shape() == kiln::extents<2>{half, 0});
 }
 
 TEST_CASE("rank 0 tensors hold one element") {
@@ -400,11 +433,27 @@ TEST_CASE("arange") {
   CHECK(tenths(9) == doctest::Approx(0.9));
   CHECK(kiln::arange(-1.0, 1.0, 0.5).size() == 4);
 
-  // Empty results: stop behind start for the step's direction, or start == stop.
-  CHECK(kiln::arange(5, 0).size() == 0);
-  CHECK(kiln::arange(0, 5, -1).size() == 0);
+  // Empty when start == stop; a step leading away from stop is an error, as in PyTorch.
   CHECK(kiln::arange(3.0, 3.0).size() == 0);
   CHECK(kiln::arange(0).size() == 0);
+  CHECK(kiln::arange(7, 7, -2).size() == 0);
+  char const* const away = "arange: the step's sign leads away from stop";
+  CHECK_THROWS_WITH_AS(kiln::arange(5, 0), away, kiln::shape_error);
+  CHECK_THROWS_WITH_AS(kiln::arange(0, 5, -1), away, kiln::shape_error);
+  CHECK_THROWS_WITH_AS(kiln::arange(-1), away, kiln::shape_error);
+  CHECK_THROWS_WITH_AS(kiln::arange(1.0, 0.5, 0.25), away, kiln::shape_error);
+
+  // Integers count exactly, past 2^53 and up to the ends of the type (PyTorch's values).
+  std::int64_t const big = (std::int64_t{1} << 53) + 1, top = std::numeric_limits<std::int64_t>::max();
+  CHECK(elements(kiln::arange<std::int64_t>(big, big + 4)) == values<std::int64_t>({big, big + 1, big + 2, big + 3}));
+  CHECK(elements(kiln::arange<std::int64_t>(top - 3, top)) == values<std::int64_t>({top - 3, top - 2, top - 1}));
+  std::int64_t const bottom = std::numeric_limits<std::int64_t>::min();
+  CHECK(elements(kiln::arange<std::int64_t>(top, bottom, bottom)) == values<std::int64_t>({top, -1}));
+  CHECK(kiln::arange<std::int64_t>(bottom, top, top).size() == 3);  // bottom, -1, top - 1
+  CHECK(elements(kiln::arange<std::int8_t>(-128, 127, 100)) == values<std::int8_t>({-128, -28, 72}));
+  CHECK(elements(kiln::arange<std::uint8_t>(250, 255, 2)) == values<std::uint8_t>({250, 252, 254}));
+  CHECK_THROWS_WITH_AS(kiln::arange<std::uint64_t>(0, ~std::uint64_t{0}), "arange: the range is too long",
+                       kiln::shape_error);
 
   CHECK_THROWS_WITH_AS(kiln::arange(0, 5, 0), "arange: step must not be zero", kiln::shape_error);
   double const inf = std::numeric_limits<double>::infinity();
@@ -785,6 +834,36 @@ TEST_CASE("views of views and of const tensors") {
 
 // ------------------------------------------------------------------------------------------------
 TEST_SUITE("broadcasting") {
+
+// C++ leaves a NaN or out-of-range float converted to an integer undefined; kiln stores PyTorch's
+// values on x86 (checked against PyTorch 2.15: x.to(dtype) and copy_).
+TEST_CASE("floats assigned to integer tensors truncate, and NaN and out of range give PyTorch's values") {
+  float const inf = std::numeric_limits<float>::infinity();
+  kiln::tensor<float, 1> const x = {3e10f, std::nanf(""), -3e10f, inf, 2.9f, -2.9f, 2147483520.f};
+  std::int32_t const min32 = std::numeric_limits<std::int32_t>::min();
+  std::int64_t const min64 = std::numeric_limits<std::int64_t>::min();
+  auto const check = [&](auto const& policy) {
+    kiln::tensor<std::int32_t, 1> i32(x.shape());
+    kiln::eval(policy, i32, x);
+    CHECK(elements(i32) == values<std::int32_t>({min32, min32, min32, min32, 2, -2, 2147483520}));
+    kiln::tensor<std::int64_t, 1> i64(x.shape());
+    kiln::eval(policy, i64, x * 1.f);
+    CHECK(elements(i64) == values<std::int64_t>({30000001024, min64, -30000001024, min64, 2, -2, 2147483520}));
+    kiln::tensor<std::uint8_t, 1> u8(x.shape());
+    kiln::eval(policy, u8, x);
+    CHECK(elements(u8) == values<std::uint8_t>({0, 0, 0, 0, 2, 254, 128}));
+    kiln::tensor<std::int8_t, 1> i8(x.shape());
+    kiln::eval(policy, i8, x);
+    CHECK(elements(i8) == values<std::int8_t>({0, 0, 0, 0, 2, -2, -128}));
+  };
+  check(kiln::seq);
+  check(kiln::simd);
+  check(kiln::par);
+  kiln::tensor<double, 1> const d = {-9.3e18, 9.2e18, -0.5};
+  kiln::tensor<std::int64_t, 1> from_double(d.shape());
+  from_double = d;
+  CHECK(elements(from_double) == values<std::int64_t>({min64, 9200000000000000000, 0}));
+}
 
 TEST_CASE("broadcast_extents") {
   CHECK(kiln::broadcast_extents(kiln::extents<2>{3, 4}, kiln::extents<1>{4}) == kiln::extents<2>{3, 4});

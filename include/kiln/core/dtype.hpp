@@ -6,6 +6,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 #include <type_traits>
 
@@ -62,7 +63,29 @@ struct promote2 {
   using type = std::conditional_t<(ca > cb), A, std::conditional_t<(cb > ca), B, same_category>>;
 };
 
+// v as a T, as an assignment stores it: static_cast, except a floating value into an integer type,
+// where C++ leaves NaN and out-of-range values undefined. There kiln gives what PyTorch gives on
+// x86: truncation toward zero into int32 (for types of 32 bits or fewer, but uint32) or int64, the
+// lowest value of that type for NaN and out of range, then wrapped to T (3e10f -> int32 INT32_MIN,
+// -2.9f -> uint8 254).
+template <class T, class V>
+constexpr T convert(V v) noexcept {
+  if constexpr (std::is_floating_point_v<V> && std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using W = std::conditional_t<(sizeof(T) < 4 || (sizeof(T) == 4 && std::is_signed_v<T>)), std::int32_t, std::int64_t>;
+    constexpr V lowest = V(std::numeric_limits<W>::min());  // -2^31 or -2^63, exact
+    W const w = v >= lowest && v < -lowest ? static_cast<W>(v) : std::numeric_limits<W>::min();
+    return static_cast<T>(w);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
 }  // namespace detail
+
+// Whether PyTorch writes a result of type From into a tensor of type To in place (torch.can_cast):
+// within a category or up, never down (floating into an integer tensor, a number into a bool one).
+template <class From, class To>
+inline constexpr bool can_cast = detail::promote2<From, To>::ca <= detail::promote2<From, To>::cb;
 
 // promote_t<Ts...>: the type PyTorch computes `a op b` in when both are tensors:
 // float op double -> double, int op float -> float, int32 op int64 -> int64, bool op int -> int,

@@ -50,6 +50,25 @@ constexpr index_t element_count(std::array<index_t, R> const& shape) noexcept {
   return n;
 }
 
+namespace detail {
+// The element count of a shape that is about to exist (a new tensor, an expanded view, a
+// broadcast): throws shape_error for a negative extent or when the product of the non-zero
+// extents overflows index_t, as PyTorch refuses [0, 2^62, 2^62] too. Every shape kiln holds
+// passed it, so element_count above never overflows.
+template <std::size_t R>
+index_t checked_count(std::array<index_t, R> const& shape) {
+  index_t n = 1;
+  bool empty = false;
+  for (index_t e : shape) {
+    if (e < 0) throw shape_error("negative extent in shape " + shape_string(shape));
+    if (e == 0) empty = true;
+    else if (__builtin_mul_overflow(n, e, &n))
+      throw shape_error("shape " + shape_string(shape) + " has more elements than index_t can count");
+  }
+  return empty ? 0 : n;
+}
+}  // namespace detail
+
 // a == b, element by element. (std::array's operator== is a memcmp, which GCC 12 leaves as a
 // library call: several on every assignment.)
 template <std::size_t R>
@@ -72,7 +91,8 @@ constexpr std::array<index_t, R> contiguous_strides(std::array<index_t, R> const
 }
 
 // Broadcasting as in PyTorch and NumPy: shapes are right-aligned, an extent of 1 stretches to the
-// other, and the result has the larger rank. Throws shape_error naming both shapes.
+// other, and the result has the larger rank. Throws shape_error naming both shapes, or one that
+// says the result has more elements than index_t counts.
 template <std::size_t A, std::size_t B>
 extents<int(std::max(A, B))> broadcast_extents(std::array<index_t, A> const& a, std::array<index_t, B> const& b) {
   constexpr int R = int(std::max(A, B));
@@ -84,6 +104,7 @@ extents<int(std::max(A, B))> broadcast_extents(std::array<index_t, A> const& a, 
       throw_broadcast_error({a, b});
     out[d] = ea == 1 ? eb : ea;
   }
+  detail::checked_count(out);  // [2^32, 1] with [1, 2^32]
   return out;
 }
 

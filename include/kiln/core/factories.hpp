@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 namespace kiln {
 
@@ -72,17 +73,35 @@ tensor<T, int(R)> randn(index_t const (&shape)[R], std::uint64_t seed = 0) {
   return randn<T>(detail::to_extents(shape), seed);
 }
 
-// start, start + step, ... while below stop (above, for a negative step), as torch.arange.
+// start, start + step, ... while below stop (above, for a negative step), as torch.arange; a step
+// whose sign leads away from stop is an error, as there.
 template <element T>
 tensor<T, 1> arange(T start, T stop, T step = T(1)) {
   if (step == T(0)) throw shape_error("arange: step must not be zero");
-  double const count = std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step));
-  // Converting a NaN, infinite or huge count to index_t would be undefined: reject it in words.
-  if (!(count < 0x1p62)) throw shape_error("arange: the range is infinite, NaN or too long");
-  auto const n = static_cast<index_t>(std::max(0.0, count));
-  tensor<T, 1> t(extents<1>{n}, uninitialized);
-  for (index_t i = 0; i < n; ++i) t.data()[i] = static_cast<T>(static_cast<double>(start) + static_cast<double>(i) * static_cast<double>(step));
-  return t;
+  if ((step > T(0) && stop < start) || (step < T(0) && stop > start))
+    throw shape_error("arange: the step's sign leads away from stop");
+  if constexpr (std::is_integral_v<T>) {
+    // Exact, in 64-bit unsigned arithmetic: the distance and each element may wrap there, the
+    // values they stand for do not (through double, arange<int64_t> lost odd values past 2^53).
+    using U = std::uint64_t;
+    bool const up = step > T(0);
+    U const distance = up ? U(stop) - U(start) : U(start) - U(stop);
+    U const stride = up ? U(step) : U(0) - U(step);
+    U const count = distance / stride + (distance % stride != 0);
+    if (count > U(std::numeric_limits<index_t>::max())) throw shape_error("arange: the range is too long");
+    tensor<T, 1> t(extents<1>{index_t(count)}, uninitialized);
+    for (index_t i = 0; i < index_t(count); ++i) t.data()[i] = static_cast<T>(U(start) + U(i) * U(step));
+    return t;
+  } else {
+    double const count = std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step));
+    // Converting a NaN, infinite or huge count to index_t would be undefined: reject it in words.
+    if (!(count < 0x1p62)) throw shape_error("arange: the range is infinite, NaN or too long");
+    auto const n = static_cast<index_t>(std::max(0.0, count));
+    tensor<T, 1> t(extents<1>{n}, uninitialized);
+    for (index_t i = 0; i < n; ++i)
+      t.data()[i] = static_cast<T>(static_cast<double>(start) + static_cast<double>(i) * static_cast<double>(step));
+    return t;
+  }
 }
 template <element T>
 tensor<T, 1> arange(T stop) { return arange<T>(T(0), stop, T(1)); }

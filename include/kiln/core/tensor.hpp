@@ -22,20 +22,6 @@ struct nested_list<T, 0> {
   using type = T;
 };
 
-// The element count of a shape for a new tensor (host or device). Checked before multiplying: an
-// overflowed count would allocate less than the shape needs.
-template <int R>
-index_t checked_count(extents<R> const& shape) {
-  index_t n = 1;
-  for (index_t e : shape) {
-    if (e < 0) throw shape_error("negative extent in shape " + shape_string(shape));
-    if (e != 0 && n > std::numeric_limits<index_t>::max() / e)
-      throw shape_error("shape " + shape_string(shape) + " has more elements than index_t can count");
-    n *= e;
-  }
-  return n;
-}
-
 }  // namespace detail
 
 // Marker for constructors that leave elements uninitialised (kiln::empty).

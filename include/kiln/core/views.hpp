@@ -227,22 +227,28 @@ auto reshape(X&& x, std::array<index_t, N> shape) {
     return shape_error("cannot reshape " + shape_string(v.shape()) + " to " + shape_string(shape) + ": " + why);
   };
   int inferred = -1;
-  index_t known = 1;
+  index_t known = 1;  // the product of the known non-zero extents
+  bool zero = false;
   for (int d = 0; d < NR; ++d) {
     if (shape[d] == -1) {
       if (inferred >= 0) throw fail("more than one extent is -1");
       inferred = d;
     } else if (shape[d] < 0) {
       throw fail("negative extent");
-    } else {
-      known *= shape[d];
+    } else if (shape[d] == 0) {
+      zero = true;
+    } else if (__builtin_mul_overflow(known, shape[d], &known)) {
+      throw fail("more elements than index_t can count");
     }
   }
   if (inferred >= 0) {
-    if (known == 0 || v.size() % known != 0) throw fail("the sizes do not divide");
+    if (zero) throw fail("the extent -1 could be anything next to an extent of 0");
+    if (v.size() % known != 0) throw fail("the sizes do not divide");
     shape[inferred] = v.size() / known;
+  } else if (zero) {
+    known = 0;
   }
-  if (element_count<NR>(shape) != v.size()) throw fail("the sizes differ");
+  if (inferred < 0 && known != v.size()) throw fail("the sizes differ");
   if (v.is_contiguous()) return tensor_view<typename V::element_type, NR>(v.data(), shape);
   extents<NR> strides;
   if (!detail::strides_for_shape<V::rank, NR>(v.shape(), v.strides(), shape, strides))
@@ -309,6 +315,7 @@ auto expand(X&& x, std::array<index_t, N> const& shape) {
     if (to[d] < 0 || (from != to[d] && from != 1))
       throw shape_error("cannot expand " + shape_string(v.shape()) + " to " + shape_string(shape));
   }
+  detail::checked_count(to);
   return tensor_view<typename V::value_type const, NR>(v.data(), to,
                                                         broadcast_strides<NR, V::rank>(v.shape(), v.strides(), to));
 }

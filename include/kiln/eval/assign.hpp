@@ -144,7 +144,9 @@ auto eval(P const& policy, E const& e) {
 }
 
 // Compound assignment: `x op= e` evaluates `x op e` into x in place. x is a tensor or a mutable
-// view (`kiln::slice(x, 0, 0, 2) += 1.f`); e broadcasts to x's shape.
+// view (`kiln::slice(x, 0, 0, 2) += 1.f`); e broadcasts to x's shape. As PyTorch's in-place ops,
+// the result's type may not fall to a lower category than x's (`i /= 2` for an integer i does not
+// compile: the quotient is float); `x = x op e` converts.
 template <class D>
 concept assignable = viewable<D> && !std::is_const_v<std::remove_reference_t<D>> &&
                      !std::is_const_v<typename std::remove_cvref_t<D>::element_type>;
@@ -153,8 +155,12 @@ namespace detail {
 template <class Fn, class D, class E>
 decltype(auto) compound_assign(Fn const& fn, D&& d, E&& e) {
   auto const target = as_view(d);
-  assign(default_policy{}, target,
-         fn(tensor_view<typename decltype(target)::value_type const, decltype(target)::rank>(target), std::forward<E>(e)),
+  using T = typename decltype(target)::value_type;
+  auto const result = fn(tensor_view<T const, decltype(target)::rank>(target), std::forward<E>(e));
+  static_assert(can_cast<typename decltype(result)::value_type, T>,
+                "kiln: x op= e would write a floating result into an integer tensor, or a number into a bool "
+                "one, which PyTorch refuses; write x = x op e to convert explicitly");
+  assign(default_policy{}, target, result,
          is_tensor<std::remove_cvref_t<D>> ? destination::whole_tensor : destination::view);
   return std::forward<D>(d);
 }

@@ -15,7 +15,7 @@ void run_rows(seq_policy const&, loop_plan<R> const& plan, T* out, Ev& ev) {
   index_t const step = plan.out_strides[plan.dims - 1];
   for_each_row(plan, ev, [&](index_t offset, auto const&) {
     T* const row = out + offset;
-    for (index_t i = 0; i < n; ++i) row[i * step] = static_cast<T>(ev.scalar(i));
+    for (index_t i = 0; i < n; ++i) row[i * step] = convert<T>(ev.scalar(i));
   });
 }
 

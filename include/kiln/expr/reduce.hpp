@@ -90,7 +90,13 @@ class reduction {
         axes_(normalized ? axes : detail::normalize_axes<N>(axes, Arg::rank, Op::name)) {
     auto const& in = arg_.shape();
     index_t reduced = 1;
+    // A broadcast can hold more elements than index_t counts ([2^32, 1] * [1, 2^32]). Assigned,
+    // its destination bounds it; reduced, it is checked here, beside the loop that reads the
+    // extents anyway (a check in every map node changed GCC's inlining of whole statements).
+    index_t count = 1;
+    bool overflow = false;
     for (int d = 0, o = 0, k = 0; d < Arg::rank; ++d) {
+      overflow |= __builtin_mul_overflow(count, in[d] == 0 ? 1 : in[d], &count);
       bool const is_reduced = k < N && axes_[k] == d;
       if (is_reduced) {
         ++k;
@@ -100,6 +106,7 @@ class reduction {
         shape_[o++] = in[d];
       }
     }
+    if (overflow) [[unlikely]] detail::checked_count(in);  // throws shape_error naming the shape
     // amax, argmax... have no identity: an output element with nothing to reduce is an error.
     if constexpr (requires { Op::needs_elements; })
       if (reduced == 0 && element_count<rank>(shape_) != 0)
