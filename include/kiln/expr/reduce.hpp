@@ -100,7 +100,7 @@ class reduction {
       bool const is_reduced = k < N && axes_[k] == d;
       if (is_reduced) {
         ++k;
-        reduced *= in[d];
+        overflow |= __builtin_mul_overflow(reduced, in[d], &reduced);  // (then count overflows too)
         if constexpr (Keep) shape_[o++] = 1;
       } else {
         shape_[o++] = in[d];
