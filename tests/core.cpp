@@ -835,36 +835,6 @@ TEST_CASE("views of views and of const tensors") {
 // ------------------------------------------------------------------------------------------------
 TEST_SUITE("broadcasting") {
 
-// C++ leaves a NaN or out-of-range float converted to an integer undefined; kiln stores PyTorch's
-// values on x86 (checked against PyTorch 2.15: x.to(dtype) and copy_).
-TEST_CASE("floats assigned to integer tensors truncate, and NaN and out of range give PyTorch's values") {
-  float const inf = std::numeric_limits<float>::infinity();
-  kiln::tensor<float, 1> const x = {3e10f, std::nanf(""), -3e10f, inf, 2.9f, -2.9f, 2147483520.f};
-  std::int32_t const min32 = std::numeric_limits<std::int32_t>::min();
-  std::int64_t const min64 = std::numeric_limits<std::int64_t>::min();
-  auto const check = [&](auto const& policy) {
-    kiln::tensor<std::int32_t, 1> i32(x.shape());
-    kiln::eval(policy, i32, x);
-    CHECK(elements(i32) == values<std::int32_t>({min32, min32, min32, min32, 2, -2, 2147483520}));
-    kiln::tensor<std::int64_t, 1> i64(x.shape());
-    kiln::eval(policy, i64, x * 1.f);
-    CHECK(elements(i64) == values<std::int64_t>({30000001024, min64, -30000001024, min64, 2, -2, 2147483520}));
-    kiln::tensor<std::uint8_t, 1> u8(x.shape());
-    kiln::eval(policy, u8, x);
-    CHECK(elements(u8) == values<std::uint8_t>({0, 0, 0, 0, 2, 254, 128}));
-    kiln::tensor<std::int8_t, 1> i8(x.shape());
-    kiln::eval(policy, i8, x);
-    CHECK(elements(i8) == values<std::int8_t>({0, 0, 0, 0, 2, -2, -128}));
-  };
-  check(kiln::seq);
-  check(kiln::simd);
-  check(kiln::par);
-  kiln::tensor<double, 1> const d = {-9.3e18, 9.2e18, -0.5};
-  kiln::tensor<std::int64_t, 1> from_double(d.shape());
-  from_double = d;
-  CHECK(elements(from_double) == values<std::int64_t>({min64, 9200000000000000000, 0}));
-}
-
 TEST_CASE("broadcast_extents") {
   CHECK(kiln::broadcast_extents(kiln::extents<2>{3, 4}, kiln::extents<1>{4}) == kiln::extents<2>{3, 4});
   CHECK(kiln::broadcast_extents(kiln::extents<2>{3, 1}, kiln::extents<2>{1, 4}) == kiln::extents<2>{3, 4});
@@ -959,6 +929,36 @@ TEST_CASE("broadcasting through expressions") {
 
 // ------------------------------------------------------------------------------------------------
 TEST_SUITE("assignment") {
+
+// C++ leaves a NaN or out-of-range float converted to an integer undefined; kiln stores PyTorch's
+// values on x86 (checked against PyTorch 2.15: x.to(dtype) and copy_).
+TEST_CASE("floats assigned to integer tensors truncate, and NaN and out of range give PyTorch's values") {
+  float const inf = std::numeric_limits<float>::infinity();
+  kiln::tensor<float, 1> const x = {3e10f, std::nanf(""), -3e10f, inf, 2.9f, -2.9f, 2147483520.f};
+  std::int32_t const min32 = std::numeric_limits<std::int32_t>::min();
+  std::int64_t const min64 = std::numeric_limits<std::int64_t>::min();
+  auto const check = [&](auto const& policy) {
+    kiln::tensor<std::int32_t, 1> i32(x.shape());
+    kiln::eval(policy, i32, x);
+    CHECK(elements(i32) == values<std::int32_t>({min32, min32, min32, min32, 2, -2, 2147483520}));
+    kiln::tensor<std::int64_t, 1> i64(x.shape());
+    kiln::eval(policy, i64, x * 1.f);
+    CHECK(elements(i64) == values<std::int64_t>({30000001024, min64, -30000001024, min64, 2, -2, 2147483520}));
+    kiln::tensor<std::uint8_t, 1> u8(x.shape());
+    kiln::eval(policy, u8, x);
+    CHECK(elements(u8) == values<std::uint8_t>({0, 0, 0, 0, 2, 254, 128}));
+    kiln::tensor<std::int8_t, 1> i8(x.shape());
+    kiln::eval(policy, i8, x);
+    CHECK(elements(i8) == values<std::int8_t>({0, 0, 0, 0, 2, -2, -128}));
+  };
+  check(kiln::seq);
+  check(kiln::simd);
+  check(kiln::par);
+  kiln::tensor<double, 1> const d = {-9.3e18, 9.2e18, -0.5};
+  kiln::tensor<std::int64_t, 1> from_double(d.shape());
+  from_double = d;
+  CHECK(elements(from_double) == values<std::int64_t>({min64, 9200000000000000000, 0}));
+}
 
 TEST_CASE("assigning to a destination of the wrong shape names both shapes") {
   kiln::tensor<float, 1> two = {1, 2};

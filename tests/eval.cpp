@@ -923,10 +923,10 @@ TEST_CASE("rank-2 rows with broadcast leaves, at every row length and misalignme
     }
   }
   SUBCASE("every mix of contiguous and broadcast leaves, one to four of them, at every tail length") {
-    // Up to three leaves run in one copy of the rows loop per mix of their strides along the rows,
-    // chosen once per assignment (simd_rows in eval/kernels.hpp); a fourth leaf takes the loop
-    // split per row. Leaf i is a column [r, 1], broadcast along the rows, where bit i of the mix is
-    // set, and [r, n] otherwise.
+    // The mixed rows loop (simd_rows in eval/kernels.hpp) reads each leaf by its stride along the
+    // rows, a load for 1 and a splat for 0, over full batches, the unrolled ones and the tail.
+    // Leaf i is a column [r, 1], broadcast along the rows, where bit i of the mix is set, and
+    // [r, n] otherwise.
     for (kiln::index_t r : {1, 3})
       for (kiln::index_t n = 1; n <= 2 * float_lanes + 1; ++n)
         for (unsigned mix = 0; mix < 16; ++mix) {

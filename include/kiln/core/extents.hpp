@@ -51,10 +51,11 @@ constexpr index_t element_count(std::array<index_t, R> const& shape) noexcept {
 }
 
 namespace detail {
-// The element count of a shape that is about to exist (a new tensor, an expanded view, a
-// broadcast): throws shape_error for a negative extent or when the product of the non-zero
-// extents overflows index_t, as PyTorch refuses [0, 2^62, 2^62] too. Every shape kiln holds
-// passed it, so element_count above never overflows.
+// The element count of a shape that is about to be used (a new tensor, an expanded view,
+// broadcast_extents, a reduction's argument): throws shape_error for a negative extent or when
+// the product of the non-zero extents overflows index_t, as PyTorch refuses [0, 2^62, 2^62] too.
+// element_count above takes shapes that passed it, or that a destination which passed it bounds
+// (an elementwise node's shape is not counted: see docs/architecture.md, Errors).
 template <std::size_t R>
 index_t checked_count(std::array<index_t, R> const& shape) {
   index_t n = 1;
