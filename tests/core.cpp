@@ -960,6 +960,41 @@ TEST_CASE("floats assigned to integer tensors truncate, and NaN and out of range
   CHECK(elements(from_double) == values<std::int64_t>({min64, 9200000000000000000, 0}));
 }
 
+// PyTorch converts to uint8 through int64 (c10's static_cast_with_inter_type), so a double in
+// [2^31, 2^63) in magnitude keeps its low byte; int8 and int16 go through int32 (out of range: 0).
+// Floats that large are multiples of 256: 0 either way. 37 elements: a SIMD body and a tail.
+TEST_CASE("doubles assigned to uint8 keep the low byte of their int64 value, as in PyTorch") {
+  double const inf = std::numeric_limits<double>::infinity();
+  std::vector<double> const edges = {2147483653.0, -2147483651.0, 4294967303.0, 3000000001.0, 0x1p52 + 1,
+                                     -1099511627777.0, 1e19, std::nan(""), -1.5, 300.7, -2.9, 0x1p63, -0x1p63,
+                                     inf, 0x1p31 + 259};
+  std::vector<std::uint8_t> const u8_want = {5, 253, 7, 1, 1, 255, 0, 0, 255, 44, 254, 0, 0, 0, 3};
+  std::vector<std::int8_t> const i8_want = {0, 0, 0, 0, 0, 0, 0, 0, -1, 44, -2, 0, 0, 0, 0};
+  std::vector<std::int16_t> const i16_want = {0, 0, 0, 0, 0, 0, 0, 0, -1, 300, -2, 0, 0, 0, 0};
+  std::vector<std::uint8_t> const u8_from_float_want = {0, 0, 0, 0, 0, 0, 0, 0, 255, 44, 254, 0, 0, 0, 0};
+  kiln::tensor<double, 1> d(kiln::extents<1>{37});
+  for (index_t i = 0; i < d.size(); ++i) d(i) = edges[std::size_t(i) % edges.size()];
+  kiln::tensor<float, 1> f(d.shape());
+  f = d;
+  // Every element of x assigned to a T tensor under policy, against want repeated.
+  auto const check = [&]<class T>(auto const& policy, auto const& x, std::vector<T> const& want) {
+    kiln::tensor<T, 1> out(x.shape());
+    kiln::eval(policy, out, x);
+    std::vector<T> repeated;
+    for (index_t i = 0; i < out.size(); ++i) repeated.push_back(want[std::size_t(i) % want.size()]);
+    CHECK(elements(out) == repeated);
+  };
+  auto const check_all = [&](auto const& policy) {
+    check(policy, d, u8_want);
+    check(policy, d, i8_want);
+    check(policy, d, i16_want);
+    check(policy, f, u8_from_float_want);
+  };
+  check_all(kiln::seq);
+  check_all(kiln::simd);
+  check_all(kiln::par);
+}
+
 TEST_CASE("assigning to a destination of the wrong shape names both shapes") {
   kiln::tensor<float, 1> two = {1, 2};
   kiln::tensor<double, 1> three = {1, 2, 3};

@@ -65,13 +65,16 @@ struct promote2 {
 
 // v as a T, as an assignment stores it: static_cast, except a floating value into an integer type,
 // where C++ leaves NaN and out-of-range values undefined. There kiln gives what PyTorch gives on
-// x86: truncation toward zero into int32 (for types of 32 bits or fewer, but uint32) or int64, the
-// lowest value of that type for NaN and out of range, then wrapped to T (3e10f -> int32 INT32_MIN,
-// -2.9f -> uint8 254).
+// x86: truncation toward zero into int32 (for the other types of 32 bits or fewer, but uint32: what
+// x86 compilers emit for static_cast) or int64 (uint8, as c10's static_cast_with_inter_type
+// converts it, and the wider types), the lowest value of that type for NaN and out of range, then
+// wrapped to T (3e10f -> int32 INT32_MIN, -2.9f -> uint8 254, 4294967303.0 -> uint8 7).
 template <class T, class V>
 constexpr T convert(V v) noexcept {
   if constexpr (std::is_floating_point_v<V> && std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using W = std::conditional_t<(sizeof(T) < 4 || (sizeof(T) == 4 && std::is_signed_v<T>)), std::int32_t, std::int64_t>;
+    constexpr bool through_int32 =
+        (sizeof(T) < 4 && !std::is_same_v<T, std::uint8_t>) || (sizeof(T) == 4 && std::is_signed_v<T>);
+    using W = std::conditional_t<through_int32, std::int32_t, std::int64_t>;
     constexpr V lowest = V(std::numeric_limits<W>::min());  // -2^31 or -2^63, exact
     W const w = v >= lowest && v < -lowest ? static_cast<W>(v) : std::numeric_limits<W>::min();
     return static_cast<T>(w);
