@@ -1050,4 +1050,64 @@ TEST_CASE("type promotion follows PyTorch") {
         [](bool c, double p, double q) { return c ? p : q; }, b, i, f);
 }
 
+// 37 values (a SIMD body and a tail): of uint8 0, 7, ..., 252, of int8 -128, -121, ..., 124; of
+// int32 its edges, values past float's 2^24 and steps of about 1e8 of both signs.
+template <class I>
+column<I> integer_steps() {
+  column<I> c(37);
+  if constexpr (sizeof(I) == 1) {
+    for (index_t k = 0; k < c.size(); ++k) c[k] = I(lim<I>::min() + 7 * k);
+  } else {
+    std::vector<I> v = {0, 1, -1, 5, -5, 100, -100, lim<I>::max(), lim<I>::min(), 16777217, -16777219, 3000};
+    for (index_t k = 0; k < c.size(); ++k) c[k] = k < index_t(v.size()) ? v[std::size_t(k)] : I((k - 24) * 98765431);
+  }
+  return c;
+}
+
+// An integer C++ scalar in an op that computes in float becomes a float, as a Python number does
+// in PyTorch: `u8 / -2` divides by -2.f. Converted to the tensor's type first, it wrapped (-2 to
+// 254, 300 to 44, 3000000000 to -1294967296 in int32). The references compute as PyTorch 2.15 does
+// (in float, values checked against it).
+TEST_CASE("an integer scalar keeps its value in ops that compute in float") {
+  auto const u = integer_steps<std::uint8_t>();
+  auto const s = integer_steps<std::int8_t>();
+  auto const a = integer_steps<std::int32_t>();
+  auto const uv = u.cview(0, 1);
+  static_assert(std::is_same_v<decltype(uv / -2),
+                               kiln::map<kiln::ops::div_op, kiln::leaf<std::uint8_t, 1>, kiln::constant<float>>>);
+  static_assert(std::is_same_v<value_t<decltype(kiln::copysign(uv, -1))>, float>);
+  static_assert(std::is_same_v<value_t<decltype(kiln::lerp(uv, -1, 0.5))>, float>);
+
+  check("u8 / -2", exact, [](auto const& p) { return p / -2; }, [](float p) { return p / -2.f; }, u);
+  check("300 / u8", exact, [](auto const& p) { return 300 / p; }, [](float p) { return 300.f / p; }, u);
+  check("-1 / u8", exact, [](auto const& p) { return -1 / p; }, [](float p) { return -1.f / p; }, u);
+  check("copysign(u8, -1)", exact, [](auto const& p) { return kiln::copysign(p, -1); },
+        [](float p) { return std::copysign(p, -1.f); }, u);
+  check("atan2(u8, -1)", tr, [](auto const& p) { return kiln::atan2(p, -1); },
+        [](double p) { return std::atan2(p, -1.0); }, u);
+  check("hypot(u8, 300)", tr, [](auto const& p) { return kiln::hypot(p, 300); },
+        [](double p) { return std::hypot(p, 300.0); }, u);
+  check("lerp(u8, -1, 0.5)", exact, [](auto const& p) { return kiln::lerp(p, -1, 0.5); },
+        [](float p) { return -1.f - (-1.f - p) * 0.5f; }, u);
+  check("int8 / 200", exact, [](auto const& p) { return p / 200; }, [](float p) { return p / 200.f; }, s);
+  check("copysign(int8, 200)", exact, [](auto const& p) { return kiln::copysign(p, 200); },
+        [](float p) { return std::fabs(p); }, s);
+  check("int32 / 3000000000", exact, [](auto const& p) { return p / 3000000000LL; },
+        [](float p) { return p / 3e9f; }, a);
+
+  // Ops that compute in the integer type keep PyTorch's rule: the scalar wraps into the tensor's type.
+  static_assert(std::is_same_v<value_t<decltype(uv + 300)>, std::uint8_t>);
+  check("u8 + 300 adds 44", exact, [](auto const& p) { return p + 300; },
+        [](std::uint8_t p) { return std::uint8_t(p + 44); }, u);
+  check("u8 == -1 is u8 == 255", exact, [](auto const& p) { return p == -1; },
+        [](std::uint8_t p) { return p == 255; }, u);
+  check("int8 < 200 is int8 < -56", exact, [](auto const& p) { return p < 200; },
+        [](std::int8_t p) { return p < -56; }, s);
+
+  // linear_recurrence computes in float too: its coefficient -1 over uint8 is -1.f, not 255.
+  kiln::tensor<std::uint8_t, 1> const b = {1, 2, 3, 4};
+  kiln::tensor<float, 1> const y = kiln::linear_recurrence(b, -1, 0);
+  CHECK(std::vector<float>(y.data(), y.data() + y.size()) == std::vector<float>{1, 1, 2, 2});
+}
+
 }  // namespace

@@ -12,7 +12,7 @@
 
 namespace kiln {
 namespace detail {
-template <class Strong, class X>
+template <class Strong, class Op = void, class X>
 auto as_node(X&& x);
 // Tags map's constructor from the user's operands, promoted to the strong type Strong.
 template <class Strong>
@@ -43,7 +43,7 @@ class map {
   // From the user's operands (make_map): each child is built where it is stored, not copied there.
   template <class Strong, class... X>
   map(Op op, detail::operands_t<Strong>, X&&... x)
-      : op_(op), args_{{detail::as_node<Strong>(std::forward<X>(x))}...}, shape_(broadcast_all(args_)) {}
+      : op_(op), args_{{detail::as_node<Strong, Op>(std::forward<X>(x))}...}, shape_(broadcast_all(args_)) {}
 
   Op const& op() const noexcept { return op_; }
   args_type const& args() const noexcept { return args_; }
@@ -121,14 +121,29 @@ struct strong_promote<X, Xs...> {
       std::conditional_t<std::is_void_v<tail>, std::type_identity<head>, promote<head, tail>>>::type;
 };
 
+// The constant a C++ scalar x becomes as an operand of Op (void: of no op in particular) beside
+// expressions of type Strong. Its type is the weak one, but it keeps its value up to the type the
+// op computes in, as PyTorch's Python numbers do: where the op computes integers in float, it is
+// converted to float directly (`u8 / -2` divides by -2.f, not by uint8(-2) = 254). Elsewhere it
+// is converted to the weak type, an integer one wrapping as in PyTorch (`u8 + 300` adds 44,
+// `u8 == -1` is u8 == 255).
+template <class Strong, class Op, class D>
+auto scalar_node(D x) {
+  using W = weak_promote_t<Strong, D>;
+  if constexpr (requires { requires Op::kind == op_kind::floating; })
+    return constant<floating_t<W>>(static_cast<floating_t<W>>(x));
+  else
+    return constant<W>(static_cast<W>(x));
+}
+
 // Turns one operand into a node: tensors become leaves (viewed if lvalue, taken over if rvalue),
-// views become leaves, vars become var leaves, nodes are stored by value, scalars become constants of the weakly
-// promoted type.
-template <class Strong, class X>
+// views become leaves, vars become var leaves, nodes are stored by value, scalars become constants
+// (scalar_node).
+template <class Strong, class Op, class X>
 auto as_node(X&& x) {
   using D = std::remove_cvref_t<X>;
   if constexpr (element<D>) {
-    return constant<weak_promote_t<Strong, D>>(static_cast<weak_promote_t<Strong, D>>(x));
+    return scalar_node<Strong, Op>(x);
   } else if constexpr (requires { D::is_kiln_var; }) {  // a var: a leaf that knows its adjoint
     return x.as_leaf();
   } else if constexpr (requires { typename D::element_type; }) {  // tensor or view
@@ -150,7 +165,7 @@ template <class Op, operand... X>
   requires(expression<X> || ...)
 auto make_map(Op op, X&&... x) {
   using strong = typename detail::strong_promote<X...>::type;
-  return map<Op, decltype(detail::as_node<strong>(std::forward<X>(x)))...>(op, detail::operands_t<strong>{},
+  return map<Op, decltype(detail::as_node<strong, Op>(std::forward<X>(x)))...>(op, detail::operands_t<strong>{},
                                                                           std::forward<X>(x)...);
 }
 
