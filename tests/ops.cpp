@@ -1110,4 +1110,39 @@ TEST_CASE("an integer scalar keeps its value in ops that compute in float") {
   CHECK(std::vector<float>(y.data(), y.data() + y.size()) == std::vector<float>{1, 1, 2, 2});
 }
 
+// clamp's integer scalar bounds saturate into an integer tensor's type, so one beyond the type's
+// range does not bind, as in PyTorch (clamp(u8, -1, 300) is u8). Wrapped, -1 was 255 and 300 was
+// 44. The result keeps the tensor's type.
+TEST_CASE("clamp: integer bounds beyond the tensor's type do not bind") {
+  auto const u = integer_steps<std::uint8_t>();
+  auto const s = integer_steps<std::int8_t>();
+  auto const a = integer_steps<std::int32_t>();
+  using u8 = std::uint8_t;
+  using i8 = std::int8_t;
+  using i32 = std::int32_t;
+  using bound = kiln::constant<u8>;
+  static_assert(std::is_same_v<decltype(kiln::clamp(u.cview(0, 1), -1, 300)),
+                               kiln::map<kiln::ops::clamp_op, kiln::leaf<u8, 1>, bound, bound>>);
+  static_assert(std::is_same_v<value_t<decltype(kiln::clamp(a.cview(0, 1), 0, 3000000000LL))>, i32>);
+
+  check("clamp(u8, -1, 300)", exact, [](auto const& p) { return kiln::clamp(p, -1, 300); }, [](u8 p) { return p; }, u);
+  check("clamp(u8, -5, 10)", exact, [](auto const& p) { return kiln::clamp(p, -5, 10); },
+        [](u8 p) { return std::min(p, u8(10)); }, u);
+  check("clamp(u8, 0, 256)", exact, [](auto const& p) { return kiln::clamp(p, 0, 256); }, [](u8 p) { return p; }, u);
+  check("clamp(int8, -200, 200)", exact, [](auto const& p) { return kiln::clamp(p, -200, 200); },
+        [](i8 p) { return p; }, s);
+  check("clamp(int8, -100, 200)", exact, [](auto const& p) { return kiln::clamp(p, -100, 200); },
+        [](i8 p) { return std::max(p, i8(-100)); }, s);
+  check("clamp(int32, 0, 3000000000)", exact, [](auto const& p) { return kiln::clamp(p, 0, 3000000000LL); },
+        [](i32 p) { return std::max(p, 0); }, a);
+  check("clamp(int32, -3000000000, -2)", exact, [](auto const& p) { return kiln::clamp(p, -3000000000LL, -2); },
+        [](i32 p) { return std::min(p, -2); }, a);
+  // A lower bound above the type's range or an upper one below it: PyTorch raises; kiln gives the
+  // saturated bound (the value of the type nearest the true result).
+  check("clamp(u8, 300, 400)", exact, [](auto const& p) { return kiln::clamp(p, 300, 400); },
+        [](u8) { return u8(255); }, u);
+  check("clamp(int8, 10, -200)", exact, [](auto const& p) { return kiln::clamp(p, 10, -200); },
+        [](i8) { return i8(-128); }, s);
+}
+
 }  // namespace

@@ -9,6 +9,7 @@
 #include <limits>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 namespace kiln {
 
@@ -81,6 +82,16 @@ constexpr T convert(V v) noexcept {
   } else {
     return static_cast<T>(v);
   }
+}
+
+// An integer v as the integer type T, saturated: the nearest value of T (300 -> uint8 255).
+template <class T, class V>
+constexpr T saturate(V v) noexcept {
+  // Compared as intmax_t or uintmax_t: std::cmp_less takes neither bool nor the character types.
+  using Wide = std::conditional_t<std::is_signed_v<V>, std::intmax_t, std::uintmax_t>;
+  if (std::cmp_less(Wide(v), std::intmax_t(std::numeric_limits<T>::min()))) return std::numeric_limits<T>::min();
+  if (std::cmp_greater(Wide(v), std::uintmax_t(std::numeric_limits<T>::max()))) return std::numeric_limits<T>::max();
+  return static_cast<T>(v);
 }
 
 }  // namespace detail

@@ -124,14 +124,18 @@ struct strong_promote<X, Xs...> {
 // The constant a C++ scalar x becomes as an operand of Op (void: of no op in particular) beside
 // expressions of type Strong. Its type is the weak one, but it keeps its value up to the type the
 // op computes in, as PyTorch's Python numbers do: where the op computes integers in float, it is
-// converted to float directly (`u8 / -2` divides by -2.f, not by uint8(-2) = 254). Elsewhere it
-// is converted to the weak type, an integer one wrapping as in PyTorch (`u8 + 300` adds 44,
-// `u8 == -1` is u8 == 255).
+// converted to float directly (`u8 / -2` divides by -2.f, not by uint8(-2) = 254), and where the
+// op saturates its scalars (clamp's bounds), an integer one saturates into the integer type.
+// Elsewhere it is converted to the weak type, an integer one wrapping as in PyTorch (`u8 + 300`
+// adds 44, `u8 == -1` is u8 == 255).
 template <class Strong, class Op, class D>
 auto scalar_node(D x) {
   using W = weak_promote_t<Strong, D>;
   if constexpr (requires { requires Op::kind == op_kind::floating; })
     return constant<floating_t<W>>(static_cast<floating_t<W>>(x));
+  else if constexpr (op_saturates_scalars<Op> && std::is_integral_v<D> && std::is_integral_v<W> &&
+                     !std::is_same_v<W, bool>)
+    return constant<W>(saturate<W>(x));
   else
     return constant<W>(static_cast<W>(x));
 }

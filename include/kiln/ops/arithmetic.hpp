@@ -280,8 +280,10 @@ struct lerp_op : op_base<3, op_kind::floating> {
   }
 };
 // torch.clamp(x, lo, hi) = minimum(maximum(x, lo), hi): NaN propagates, lo > hi gives hi.
+// Integer scalar bounds saturate into an integer x's type: one beyond its range does not bind.
 struct clamp_op : op_base<3, op_kind::same> {
   static constexpr std::string_view name = "clamp";
+  static constexpr bool saturates_scalars = true;
   template <class T> KILN_HD T operator()(T x, T lo, T hi) const { return minimum_op{}(maximum_op{}(x, lo), hi); }
   // As torch's clamp_backward and clamp_backward_min_max: x gets g where lo <= x <= hi (at the
   // bounds too), lo where x < lo < hi, hi where x > hi or hi < lo (then out = hi whatever x is).

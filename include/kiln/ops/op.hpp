@@ -36,6 +36,13 @@ inline constexpr bool op_takes_bool = !requires { requires !Op::takes_bool; };
 template <class Op>
 inline constexpr bool op_vectorized = requires { requires Op::vectorized; } || !requires { Op::vectorized; };
 
+// Whether an integer C++ scalar given to Op saturates into the integer type it meets instead of
+// wrapping. An op says yes (`static constexpr bool saturates_scalars = true`) where its scalars are
+// only compared with the other inputs (clamp's bounds): saturated, a bound orders against every
+// value of the type as its true value does, so `clamp(u8, -1, 300)` leaves u8 alone, as in PyTorch.
+template <class Op>
+inline constexpr bool op_saturates_scalars = requires { requires Op::saturates_scalars; };
+
 namespace detail {
 template <op_kind K, class... Ts>
 struct op_types {
