@@ -1094,6 +1094,18 @@ TEST_CASE("an integer scalar keeps its value in ops that compute in float") {
         [](float p) { return std::fabs(p); }, s);
   check("int32 / 3000000000", exact, [](auto const& p) { return p / 3000000000LL; },
         [](float p) { return p / 3e9f; }, a);
+  // So is an integer scalar beside a float one, which makes the op compute in float.
+  using f32 = kiln::constant<float>;
+  static_assert(std::is_same_v<decltype(kiln::fma(uv, -1, 2.5)),
+                               kiln::map<kiln::ops::fma_op, kiln::leaf<std::uint8_t, 1>, f32, f32>>);
+  check("fma(u8, -1, 2.5)", exact, [](auto const& p) { return kiln::fma(p, -1, 2.5); },
+        [](float p) { return 2.5f - p; }, u);
+  check("where(u8 > 100, -1, 2.5)", exact, [](auto const& p) { return kiln::where(p > 100, -1, 2.5); },
+        [](std::uint8_t p) { return p > 100 ? -1.f : 2.5f; }, u);
+  check("clamp(u8, 300, 400.5)", exact, [](auto const& p) { return kiln::clamp(p, 300, 400.5); },
+        [](std::uint8_t) { return 300.f; }, u);
+  check("clamp(int8, -200, 2.5)", exact, [](auto const& p) { return kiln::clamp(p, -200, 2.5); },
+        [](float p) { return std::min(p, 2.5f); }, s);
 
   // Ops that compute in the integer type keep PyTorch's rule: the scalar wraps into the tensor's type.
   static_assert(std::is_same_v<value_t<decltype(uv + 300)>, std::uint8_t>);

@@ -12,10 +12,11 @@
 
 namespace kiln {
 namespace detail {
-template <class Strong, class Op = void, class X>
+template <class Strong, class Op = void, class Compute = void, class X>
 auto as_node(X&& x);
-// Tags map's constructor from the user's operands, promoted to the strong type Strong.
-template <class Strong>
+// Tags map's constructor from the user's operands: Strong is their tensors' promoted type,
+// Compute the type the op computes in.
+template <class Strong, class Compute = void>
 struct operands_t {};
 }  // namespace detail
 
@@ -41,9 +42,9 @@ class map {
 
   explicit map(Op op, Args... args) : op_(op), args_{{std::move(args)}...}, shape_(broadcast_all(args_)) {}
   // From the user's operands (make_map): each child is built where it is stored, not copied there.
-  template <class Strong, class... X>
-  map(Op op, detail::operands_t<Strong>, X&&... x)
-      : op_(op), args_{{detail::as_node<Strong, Op>(std::forward<X>(x))}...}, shape_(broadcast_all(args_)) {}
+  template <class Strong, class Compute, class... X>
+  map(Op op, detail::operands_t<Strong, Compute>, X&&... x)
+      : op_(op), args_{{detail::as_node<Strong, Op, Compute>(std::forward<X>(x))}...}, shape_(broadcast_all(args_)) {}
 
   Op const& op() const noexcept { return op_; }
   args_type const& args() const noexcept { return args_; }
@@ -121,18 +122,27 @@ struct strong_promote<X, Xs...> {
       std::conditional_t<std::is_void_v<tail>, std::type_identity<head>, promote<head, tail>>>::type;
 };
 
-// The constant a C++ scalar x becomes as an operand of Op (void: of no op in particular) beside
-// expressions of type Strong. Its type is the weak one, but it keeps its value up to the type the
-// op computes in, as PyTorch's Python numbers do: where the op computes integers in float, it is
-// converted to float directly (`u8 / -2` divides by -2.f, not by uint8(-2) = 254), and where the
-// op saturates its scalars (clamp's bounds), an integer one saturates into the integer type.
-// Elsewhere it is converted to the weak type, an integer one wrapping as in PyTorch (`u8 + 300`
-// adds 44, `u8 == -1` is u8 == 255).
-template <class Strong, class Op, class D>
+// The type an operand takes part in promotion with: an expression's own, a scalar's weak type.
+template <class Strong, class X>
+struct operand_type : strong_type<X> {};
+template <class Strong, class X>
+  requires element<std::remove_cvref_t<X>>
+struct operand_type<Strong, X> {
+  using type = weak_promote_t<Strong, std::remove_cvref_t<X>>;
+};
+
+// The constant a C++ scalar x becomes as an operand of Op (void: of no op in particular) that
+// computes in Compute, beside expressions of type Strong. Its type is the weak one, but it keeps
+// its value up to Compute, as PyTorch's Python numbers do: where integer tensors compute in float
+// (a floating op, or a float scalar beside), it is converted to float directly (`u8 / -2` divides
+// by -2.f, not by uint8(-2) = 254), and where the op saturates its scalars (clamp's bounds), an
+// integer one saturates into the integer type. Elsewhere it is converted to the weak type, an
+// integer one wrapping as in PyTorch (`u8 + 300` adds 44, `u8 == -1` is u8 == 255).
+template <class Strong, class Op, class Compute, class D>
 auto scalar_node(D x) {
   using W = weak_promote_t<Strong, D>;
-  if constexpr (requires { requires Op::kind == op_kind::floating; })
-    return constant<floating_t<W>>(static_cast<floating_t<W>>(x));
+  if constexpr (std::is_floating_point_v<Compute> && !std::is_floating_point_v<W>)
+    return constant<Compute>(static_cast<Compute>(x));
   else if constexpr (op_saturates_scalars<Op> && std::is_integral_v<D> && std::is_integral_v<W> &&
                      !std::is_same_v<W, bool>)
     return constant<W>(saturate<W>(x));
@@ -143,11 +153,11 @@ auto scalar_node(D x) {
 // Turns one operand into a node: tensors become leaves (viewed if lvalue, taken over if rvalue),
 // views become leaves, vars become var leaves, nodes are stored by value, scalars become constants
 // (scalar_node).
-template <class Strong, class Op, class X>
+template <class Strong, class Op, class Compute, class X>
 auto as_node(X&& x) {
   using D = std::remove_cvref_t<X>;
   if constexpr (element<D>) {
-    return scalar_node<Strong, Op>(x);
+    return scalar_node<Strong, Op, Compute>(x);
   } else if constexpr (requires { D::is_kiln_var; }) {  // a var: a leaf that knows its adjoint
     return x.as_leaf();
   } else if constexpr (requires { typename D::element_type; }) {  // tensor or view
@@ -169,8 +179,9 @@ template <class Op, operand... X>
   requires(expression<X> || ...)
 auto make_map(Op op, X&&... x) {
   using strong = typename detail::strong_promote<X...>::type;
-  return map<Op, decltype(detail::as_node<strong, Op>(std::forward<X>(x)))...>(op, detail::operands_t<strong>{},
-                                                                          std::forward<X>(x)...);
+  using compute = op_compute_t<Op, typename detail::operand_type<strong, X>::type...>;
+  return map<Op, decltype(detail::as_node<strong, Op, compute>(std::forward<X>(x)))...>(
+      op, detail::operands_t<strong, compute>{}, std::forward<X>(x)...);
 }
 
 }  // namespace kiln

@@ -209,11 +209,11 @@ class linear_recurrence_node {
 template <expression X, operand A>
 auto linear_recurrence(X&& b, A&& a, int dim) {
   using strong = typename detail::strong_promote<X, A>::type;
-  using as_floating = math::op_base<2, op_kind::floating>;  // a number a becomes float for integer b
+  using compute = floating_t<promote_t<strong, typename detail::operand_type<strong, A>::type>>;
   using BN = decltype(detail::as_node<strong>(std::forward<X>(b)));
-  using AN = decltype(detail::as_node<strong, as_floating>(std::forward<A>(a)));
+  using AN = decltype(detail::as_node<strong, void, compute>(std::forward<A>(a)));
   return linear_recurrence_node<BN, AN>(detail::as_node<strong>(std::forward<X>(b)),
-                                        detail::as_node<strong, as_floating>(std::forward<A>(a)), dim);
+                                        detail::as_node<strong, void, compute>(std::forward<A>(a)), dim);
 }
 
 }  // namespace kiln
