@@ -4,6 +4,7 @@
 //       (and W6/kiln_square: the same written with kiln::square)
 //   W7  softmax over the rows of A            max, exp, sum and scale
 //   W8  A - amax(A, 1, keepdim)               a reduction inside an elementwise expression
+//   W9  layer norm over the rows of A         (A - mean) / sqrt(var + 1e-5), two reductions inside
 // The scalar loops are the references (W3 accumulates in double). The xsimd loops are what a
 // careful hand writes: four accumulators for the sums; for W7 the two-pass softmax (max, then
 // exp stored while summed, then one scale). Eigen: Array expressions with rowwise()/colwise().
@@ -208,15 +209,69 @@ void w8_eigen(w7_data& d) {
   d.eout = d.eA.colwise() - m;
 }
 
+// --- W9: layer norm over the rows of A, on W7's data -----------------------------------------
+// (A - mean(A, 1, keepdim)) / sqrt(var(A, 1, keepdim, correction 0) + 1e-5): two reductions inside
+// an expression. The hand loops go row by row: the mean, the variance of the deviations (two
+// passes, as kiln and PyTorch), then the write. Eigen: the statistics into temporaries first.
+
+constexpr float kEps = 1e-5f;
+
+void w9_kiln(w7_data& d) {
+  d.out = (d.A - kiln::mean(d.A, kiln::axes<1>, kiln::keepdim)) /
+          kiln::sqrt(kiln::variance(d.A, kiln::axes<1>, kiln::keepdim, kiln::correction{0}) + kEps);
+}
+
+void w9_scalar(w7_data& d) {
+  for (index_t r = 0; r < d.rows; ++r) {
+    float const* __restrict a = d.A.data() + r * kCols;
+    float* __restrict o = d.out.data() + r * kCols;
+    float s = 0;
+    for (index_t j = 0; j < kCols; ++j) s += a[j];
+    float const mean = s / kCols;
+    float q = 0;
+    for (index_t j = 0; j < kCols; ++j) q += (a[j] - mean) * (a[j] - mean);
+    float const scale = std::sqrt(q / kCols + kEps);
+    for (index_t j = 0; j < kCols; ++j) o[j] = (a[j] - mean) / scale;
+  }
+}
+
+void w9_xsimd(w7_data& d) {
+  for (index_t r = 0; r < d.rows; ++r) {
+    float const* a = d.A.data() + r * kCols;
+    float* o = d.out.data() + r * kCols;
+    B s0(0.f), s1(0.f);
+    for (index_t j = 0; j < kCols; j += 2 * W) {
+      s0 += B::load_unaligned(a + j);
+      s1 += B::load_unaligned(a + j + W);
+    }
+    B const mean(xsimd::hadd(s0 + s1) / kCols);
+    B q0(0.f), q1(0.f);
+    for (index_t j = 0; j < kCols; j += 2 * W) {
+      B const d0 = B::load_unaligned(a + j) - mean, d1 = B::load_unaligned(a + j + W) - mean;
+      q0 = xsimd::fma(d0, d0, q0);
+      q1 = xsimd::fma(d1, d1, q1);
+    }
+    B const scale(std::sqrt(xsimd::hadd(q0 + q1) / kCols + kEps));
+    for (index_t j = 0; j < kCols; j += W) ((B::load_unaligned(a + j) - mean) / scale).store_unaligned(o + j);
+  }
+}
+
+void w9_eigen(w7_data& d) {
+  Eigen::ArrayXf const mean = d.eA.rowwise().mean();
+  Eigen::ArrayXf const scale = ((d.eA.colwise() - mean).square().rowwise().mean() + kEps).sqrt();
+  d.eout = (d.eA.colwise() - mean).colwise() / scale;
+}
+
 void (*const w3_fns[4])(w3_data&) = {w3_kiln, w3_scalar, w3_xsimd, w3_eigen};
 void (*const w6_fns[4])(w6_data&) = {w6_kiln, w6_scalar, w6_xsimd, w6_eigen};
 void (*const w7_fns[4])(w7_data&) = {w7_kiln, w7_scalar, w7_xsimd, w7_eigen};
 void (*const w8_fns[4])(w7_data&) = {w8_kiln, w8_scalar, w8_xsimd, w8_eigen};
+void (*const w9_fns[4])(w7_data&) = {w9_kiln, w9_scalar, w9_xsimd, w9_eigen};
 
 // Every implementation against the scalar reference, within rtol; a mismatch stops the run.
-bool near(char const* what, index_t n, float const* got, float const* want, index_t count, double rtol) {
+bool near(char const* what, index_t n, float const* got, float const* want, index_t count, double rtol, double atol = 1e-7) {
   for (index_t i = 0; i < count; ++i)
-    if (!(std::abs(double(got[i]) - double(want[i])) <= rtol * (1e-30 + std::abs(double(want[i]))) + 1e-7)) {
+    if (!(std::abs(double(got[i]) - double(want[i])) <= rtol * (1e-30 + std::abs(double(want[i]))) + atol)) {
       std::fprintf(stderr, "verify: %s at N=%td differs at %td: %.9g vs %.9g\n", what, n, i, double(got[i]), double(want[i]));
       return false;
     }
@@ -231,13 +286,13 @@ bool verify_all(index_t n) {
     ok = near((std::string("W3/") + impl_names[i]).c_str(), n, &d3.result[i], &d3.result[scalar_impl], 1, 1e-5) && ok;
   // Each implementation against the scalar loop's result, the shared destination first filled with
   // a sentinel so that none can pass on another's result.
-  auto each = [&](char const* workload, auto& d, auto const& fns, index_t count, double tol) {
+  auto each = [&](char const* workload, auto& d, auto const& fns, index_t count, double tol, double atol = 1e-7) {
     fns[scalar_impl](d);
     std::vector<float> const reference(d.out.data(), d.out.data() + count);
     for (impl i : {kiln_impl, xsimd_impl, eigen_impl}) {
       std::fill_n(d.out.data(), count, -12345.f);
       fns[i](d);
-      ok = near((std::string(workload) + "/" + impl_names[i]).c_str(), n, d.result(i), reference.data(), count, tol) && ok;
+      ok = near((std::string(workload) + "/" + impl_names[i]).c_str(), n, d.result(i), reference.data(), count, tol, atol) && ok;
     }
     return reference;
   };
@@ -249,13 +304,14 @@ bool verify_all(index_t n) {
   auto& d7 = data_for<w7_data>(n);
   each("W7", d7, w7_fns, d7.n(), 1e-5);
   each("W8", d7, w8_fns, d7.n(), 0);
+  each("W9", d7, w9_fns, d7.n(), 1e-4, 1e-5);  // (outputs near 0 carry the mean's rounding)
   return ok;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return bench_main(argc, argv, "all implementations agree with the scalar loop (W3, W6, W7, W8 at every N)",
+  return bench_main(argc, argv, "all implementations agree with the scalar loop (W3, W6, W7, W8, W9 at every N)",
                     [] {
                       bool ok = true;
                       for (index_t n : kSizes) ok = verify_all(n) && ok;
@@ -267,5 +323,6 @@ int main(int argc, char** argv) {
                       register_extra<w6_data>("W6/kiln_square", w6_kiln_square);
                       register_workload("W7", w7_fns);
                       register_workload("W8", w8_fns);
+                      register_workload("W9", w9_fns);
                     });
 }

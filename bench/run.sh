@@ -101,7 +101,7 @@ def targets(w, n, v):
         return [("xsimd >= 0.8x", faster("xsimd", x, 0.8))]
     if w == "W5chain":
         return [("grad / fwd < 2", "met" if k is not None and fwd is not None and k / fwd < 2 else "missed")]
-    if w.startswith("AD_") or w == "W8":  # no target set: compared, not judged
+    if w.startswith("AD_") or w in ("W8", "W9"):  # no target set: compared, not judged
         return []
     return [("Eigen", faster("eigen", e, 1.0)), ("xsimd", faster("xsimd", x, 1 / 1.3 if w == "W7" else 0.9))]
 

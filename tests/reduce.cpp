@@ -1502,6 +1502,73 @@ TEST_CASE("row blocks: an expression over reductions that keep dimension 0, with
     }
 }
 
+TEST_CASE("rows fused: rank 2 under kiln::simd, a row's boundaries then the row, with the bits of the boundaries evaluated first") {
+  // Same bits, or NaN on both sides (a NaN's sign follows the batch it was computed in).
+  auto same = [](auto const& a, auto const& b) {
+    if (a.shape() != b.shape()) return false;
+    for (index_t i = 0; i < a.size(); ++i) {
+      auto const u = a.data()[i], v = b.data()[i];
+      if (!kiln_test::same_bits(u, v) && !(std::isnan(u) && std::isnan(v))) return false;
+    }
+    return true;
+  };
+  float const inf = std::numeric_limits<float>::infinity();
+  // Rows of one block and of two (1500 > fold_block), every tail around the batch width.
+  for (index_t const rows : {index_t(1), index_t(4), index_t(33)})
+    for (index_t const cols : {index_t(2), index_t(3), index_t(float_lanes), index_t(float_lanes + 1), index_t(40), index_t(1500)}) {
+      CAPTURE(rows);
+      CAPTURE(cols);
+      kiln::tensor<float, 2> x = kiln::randn<float>({rows, cols}, 71);
+      if (rows > 1) x(1, 1) = std::numeric_limits<float>::quiet_NaN();  // amax's NaN probe fails over this row
+      if (rows > 2) x(2, 0) = 2e19f, x(2, 1) = -2e19f;  // the squared deviations overflow a float sum: var in double
+      if (rows > 3) x(3, 0) = -inf;
+      auto const w = kiln::randn<float>({cols}, 72);
+      auto const c = kiln::randn<float>({rows, 1}, 73);
+      auto first = [](auto const& boundary) { return kiln::eval(boundary); };
+      auto const m = first(kiln::amax(x, kiln::axes<1>, kiln::keepdim));
+      CHECK(same(kiln::eval(x - kiln::amax(x, kiln::axes<1>, kiln::keepdim)), kiln::eval(x - m)));
+      auto const mean = first(kiln::mean(x, 1, kiln::keepdim));
+      auto const var = first(kiln::variance(x, 1, kiln::keepdim, kiln::correction{0}));
+      auto const norm = [&](auto const& mu, auto const& v) { return (x - mu) / kiln::sqrt(v + 1e-5f) * w + c; };
+      CHECK(same(kiln::eval(norm(kiln::mean(x, 1, kiln::keepdim), kiln::variance(x, 1, kiln::keepdim, kiln::correction{0}))),
+                 kiln::eval(norm(mean, var))));
+      if (rows > 2 && cols > 2) CHECK(std::isfinite(var(2, 0)));
+      auto const sd = first(kiln::stddev(x, 1, kiln::keepdim));
+      CHECK(same(kiln::eval(x / kiln::stddev(x, 1, kiln::keepdim)), kiln::eval(x / sd)));
+      auto const lse = first(kiln::logsumexp(x * w, 1, kiln::keepdim));
+      CHECK(same(kiln::eval(x * w - kiln::logsumexp(x * w, 1, kiln::keepdim)), kiln::eval(x * w - lse)));
+      auto const length = first(kiln::norm(x, 1, kiln::keepdim));
+      CHECK(same(kiln::eval(x / kiln::norm(x, 1, kiln::keepdim)), kiln::eval(x / length)));
+      // Twin leaves (x * x loads x once), two boundaries, a product.
+      auto const squares = first(kiln::sum(x * x, 1, kiln::keepdim));
+      auto const low = first(kiln::amin(x, 1, kiln::keepdim));
+      CHECK(same(kiln::eval(kiln::sum(x * x, 1, kiln::keepdim) + x * kiln::amin(x, 1, kiln::keepdim)), kiln::eval(squares + x * low)));
+      auto const product = first(kiln::prod(x, 1, kiln::keepdim));
+      CHECK(same(kiln::eval(x + kiln::prod(x, 1, kiln::keepdim)), kiln::eval(x + product)));
+      // In place: each row's maximum read before the row is written.
+      kiln::tensor<float, 2> in_place = x;
+      in_place = in_place - kiln::amax(in_place, kiln::axes<1>, kiln::keepdim);
+      CHECK(same(in_place, kiln::eval(x - m)));
+      // A truth-valued destination, and one that is an unaligned view.
+      kiln::tensor<bool, 2> const above = x > kiln::mean(x, 1, kiln::keepdim);
+      CHECK(kiln_test::bitwise_equal(above, kiln::eval(x > mean)));
+      kiln::tensor<float, 2> wide = kiln::full<float>({rows, cols + 1}, -3.f);
+      kiln::slice(wide, 1, 1, cols + 1) = x - kiln::amax(x, kiln::axes<1>, kiln::keepdim);
+      CHECK(same(kiln::eval(kiln::slice(wide, 1, 1, cols + 1)), kiln::eval(x - m)));
+      CHECK(kiln::all(kiln::slice(wide, 1, 0, 1) == -3.f));  // the column left of the view untouched
+      // Left to the blocks: a boundary's argument broadcast along its rows, or read across them.
+      auto const scaled = first(kiln::sum(x * c, 1, kiln::keepdim));
+      CHECK(same(kiln::eval(x - kiln::sum(x * c, 1, kiln::keepdim)), kiln::eval(x - scaled)));
+      kiln::tensor<float, 2> const square = kiln::randn<float>({cols, cols}, 74);
+      auto const columns = first(kiln::amax(kiln::transpose(square), kiln::axes<1>, kiln::keepdim));
+      CHECK(same(kiln::eval(square - kiln::amax(kiln::transpose(square), kiln::axes<1>, kiln::keepdim)), kiln::eval(square - columns)));
+      // Double.
+      kiln::tensor<double, 2> const xd = kiln::randn<double>({rows, cols}, 75);
+      auto const vd = first(kiln::variance(xd, 1, kiln::keepdim));
+      CHECK(same(kiln::eval(xd * kiln::variance(xd, 1, kiln::keepdim)), kiln::eval(xd * vd)));
+    }
+}
+
 TEST_CASE("row blocks: rank 3, kept trailing dimensions, and the cases left to the whole evaluation") {
   kiln::tensor<float, 3> const x = kiln::randn<float>({700, 5, 6}, 64);
   auto whole = [](auto const& boundary, auto const& outer) { return kiln::eval(outer(kiln::eval(boundary))); };

@@ -12,8 +12,12 @@
 #include <kiln/eval/reduce.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
+#include <limits>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 
 namespace kiln::detail {
 
@@ -81,6 +85,164 @@ auto block_tree(Policy const& policy, Node const& node, index_t rows, index_t st
   }
 }
 
+// --- Rows fused (run_fused_rows below) -----------------------------------------------------------
+
+// The boundaries of a tree in order, as pointers.
+template <class Node>
+auto boundaries_of(Node const& node) {
+  if constexpr (is_materialized<Node>)
+    return std::tuple<Node const*>(&node);
+  else if constexpr (contains_materialized<Node>::value)
+    return apply_pack([](auto const&... a) { return std::tuple_cat(boundaries_of(a)...); }, node.args());
+  else
+    return std::tuple<>();
+}
+
+// The tree with boundary k read from slots[k], the same element for every row ([rows, 1] with
+// strides 0), which the rows loop rewrites before each row: block_tree's type.
+template <class L, class Node>
+auto fused_tree(Node const& node, L* slots, index_t rows, std::size_t& k) {
+  if constexpr (is_materialized<Node>) {
+    return owned_leaf<L, 2>::borrowing(tensor_view<L const, 2>(slots + k++, extents<2>{rows, 1}, extents<2>{0, 0}));
+  } else if constexpr (contains_materialized<Node>::value) {
+    return apply_pack(
+        [&](auto const&... a) {
+          return map<typename Node::op_type, decltype(fused_tree(a, slots, rows, k))...>{node.op(),
+                                                                                          fused_tree(a, slots, rows, k)...};
+        },
+        node.args());
+  } else {
+    return node;
+  }
+}
+
+// f(x, m) with m fixed: the second pass of var, std and logsumexp (mapped_evaluator). Named and
+// inlined, as shifted_exp.
+template <class F, class M>
+struct with_second {
+  F f;
+  M m;
+  template <class V>
+  KILN_ALWAYS_INLINE V operator()(V v) const { return f(v, V(m)); }
+};
+
+// f(s, m) as the vector code computes it: the blocks finish their results in batches, and a
+// scalar log (logsumexp) may round differently.
+template <class L, class F>
+KILN_ALWAYS_INLINE L on_batch(F const& f, L s, L m) {
+  using B = simd_detail::batch<L>;
+  alignas(storage_alignment) L lanes[B::size];
+  f(B(s), B(m)).store_aligned(lanes);
+  return lanes[0];
+}
+
+template <class L, class Node>
+inline constexpr bool fuses_by_rows = false;
+template <class L, class Op, class Arg, int N>
+inline constexpr bool fuses_by_rows<L, reduction<Op, Arg, N, true>> =
+    folds_in_batches<L, Arg> && std::is_same_v<typename reduction<Op, Arg, N, true>::value_type, L> &&
+    !ops::index_picking<Op, typename Arg::value_type>;
+
+// A row folded as the blocks' contiguous fold folds it (fold_contiguous_rows): the same inline
+// block for rows of one block, twin leaves (`x * x`) loaded once. (Through fold_row_simd's call
+// GCC fused other multiplies and adds into FMAs: row sums of x * x differed in the last bit.)
+template <class Op, class L, inner_mode Mode, class Ev>
+KILN_ALWAYS_INLINE L fold_row_in_mode(Ev const& ev, index_t n) {
+  if (n > fold_block) {
+    Ev const copy = ev;  // (only the copy's address leaves: the loop keeps ev in registers)
+    return fold_span_simd<Op, L, Mode>(copy, 0, n);
+  }
+  L value;
+  fold_consecutive_rows<Op, L, Mode, true, true>(ev, &value, 1, 1, n);
+  return value;
+}
+template <class Op, class L, class Ev>
+KILN_ALWAYS_INLINE L fold_row_read_once(Ev const& ev, index_t n) {
+  if constexpr (may_have_twins<Ev>)
+    if (has_twins(ev)) return fold_row_in_mode<Op, L, inner_mode::twins>(ev, n);
+  return fold_row_in_mode<Op, L, inner_mode::contiguous>(ev, n);
+}
+
+// The boundary's value over row `row` of `rows`, of n elements, where its evaluator points.
+template <class L, class Op, class Arg, int N, class Ev>
+KILN_ALWAYS_INLINE L fused_row_value(reduction<Op, Arg, N, true> const& node, Ev const& ev, index_t n, index_t row,
+                                     index_t rows) {
+  if constexpr (requires { typename Op::pre; }) {
+    using Pre = typename Op::pre;
+    L m = fold_row_read_once<Pre, L>(ev, n);
+    if constexpr (requires { Pre::finalizes; }) m = Pre::finalize(m, n);
+    L const s = fold_row_in_mode<typename Op::fold, L, inner_mode::contiguous>(
+        mapped_evaluator{ev, with_second<typename Op::input, L>{{}, m}}, n);
+    L value = on_batch(node.op().make_output(n), s, m);
+    if constexpr (std::is_base_of_v<ops::var_red, Op> && std::is_same_v<L, float>)
+      if (value == std::numeric_limits<L>::infinity())  // computed again in double, as the blocks do
+        materialize_in_double(simd_policy{}, tensor_view<L, 2>(&value, extents<2>{1, 1}), node,
+                              rows_of<2>(node.arg(), rows, row, 1));
+    return value;
+  } else {
+    L const value = fold_row_read_once<Op, L>(ev, n);
+    if constexpr (requires { Op::finalizes; }) return Op::finalize(value, n);
+    else return value;
+  }
+}
+
+// Rank 2 under kiln::simd, every boundary a reduction along dimension 1 (`x - amax(x, 1,
+// keepdim)`, a layer norm's mean and variance): one row at a time, each boundary's value for the
+// row folded, then the expression's row, while the row is in L1. The blocks below pay each
+// boundary's reduction and the expression's assignment their set-up once per block, which over a
+// few rows cost more than the rows (a layer norm over [4, 256] 1.35x this, bench/README.md).
+// Each boundary's argument must read its rows contiguously and the expression its own as the rows
+// loop does (contiguous or broadcast along them); otherwise this returns false having run
+// nothing. Every value has the blocks' bits: a row's fold depends only on its elements, and the
+// finishing steps run in the vector form the blocks give them.
+template <class T, class Root>
+bool run_fused_rows(tensor_view<T, 2> const& dst, Root const& root) {
+  using Parts = decltype(boundaries_of(root));
+  using L = typename std::remove_pointer_t<std::tuple_element_t<0, Parts>>::value_type;
+  using Tree = decltype(fused_tree(root, static_cast<L*>(nullptr), index_t{}, std::declval<std::size_t&>()));
+  constexpr std::size_t K = std::tuple_size_v<Parts>;
+  constexpr bool applies = vectorizable<Tree, T> && []<std::size_t... I>(std::index_sequence<I...>) {
+    return (fuses_by_rows<L, std::remove_cvref_t<std::remove_pointer_t<std::tuple_element_t<I, Parts>>>> && ...);
+  }(std::make_index_sequence<K>{});
+  if constexpr (!applies) {
+    return false;
+  } else {
+    using Ev = evaluator<Tree, 2>;
+    index_t const rows = dst.extent(0), n = dst.extent(1), step = dst.strides()[0];
+    bool readable = dst.strides()[1] == 1;
+    Parts const parts = boundaries_of(root);
+    // Each boundary's argument, its rows read contiguously, and its row length.
+    auto boundary_evs = std::apply(
+        [](auto const*... b) { return std::tuple{evaluator<std::remove_cvref_t<decltype(b->arg())>, 2>(b->arg(), b->arg().shape())...}; },
+        parts);
+    std::array<index_t, K> lengths;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((lengths[I] = std::get<I>(parts)->arg().shape()[1]), ...);
+      (visit_leaves(std::get<I>(boundary_evs), [&](auto const& leaf) { readable = readable && leaf.strides[1] == 1; }), ...);
+    }(std::make_index_sequence<K>{});
+    for (index_t length : lengths) readable = readable && length > 1;  // (a norm of one element is |x|)
+    std::array<L, K> slots{};
+    std::size_t k = 0;
+    Ev outer(fused_tree(root, slots.data(), rows, k), dst.shape());
+    visit_leaves(outer, [&](auto const& leaf) { readable = readable && (leaf.strides[1] == 0 || leaf.strides[1] == 1); });
+    if (!readable) return false;
+    T* const out = opaque(dst.data());
+    inline_tree<Ev>([&]() KILN_INLINE_LAMBDA {
+      for (index_t r = 0; r < rows; ++r) {
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+          if (r == 0) (visit_leaves(std::get<I>(boundary_evs), start_leaf_rows<2>{plan_strides<2>{}, 1}), ...);
+          else (visit_leaves(std::get<I>(boundary_evs), next_leaf_rows{0}), ...);
+          ((slots[I] = fused_row_value<L>(*std::get<I>(parts), std::get<I>(boundary_evs), lengths[I], r, rows)), ...);
+        }(std::make_index_sequence<K>{});
+        if (r == 0) visit_leaves(outer, start_leaf_rows<2>{plan_strides<2>{}, 1});
+        else visit_leaves(outer, next_leaf_rows{0});
+        simd_row<lane_t<Tree>, inner_mode::mixed>(out + r * step, n, outer);
+      }
+    });
+    return true;
+  }
+}
+
 // Runs `dst = root` a block of rows at a time and returns true, or returns false having run
 // nothing where the blocks do not apply: a boundary that reduces dimension 0, is broadcast along
 // it, or whose result over a row passes its buffer; an outer leaf that needs a temporary; a
@@ -116,6 +278,8 @@ bool run_row_blocks(Policy const& policy, tensor_view<T, R> const& dst, Root con
     });
   });
   if (unsafe || !fits) return false;
+  if constexpr (R == 2 && std::is_same_v<Policy, simd_policy>)
+    if (run_fused_rows(dst, root)) return true;
   alignas(storage_alignment) std::byte buffers[boundary_count<Root>][row_block_buffer_bytes];
   for (index_t start = 0; start < rows; start += block) {
     index_t const count = std::min(block, rows - start);
