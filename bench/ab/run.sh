@@ -6,7 +6,7 @@
 # host's load. Repeat a comparison; trust differences that repeat (bench/README.md).
 #
 #   bench/ab/run.sh [-n N] [-w WORKLOADS] [-r ROUNDS] REV...
-#       REV: a git revision, or "." for the working tree; WORKLOADS: digits of W1-W4, W6-W8,
+#       REV: a git revision, or "." for the working tree; WORKLOADS: digits of W1-W4, W6-W9,
 #       t for W4t (rows of 255), r for W4 at rank 3 ([N/512, 2, 256]) (default 123467),
 #       N: elements (default 1024), ROUNDS (default 300).
 #   e.g. bench/ab/run.sh -w 46 HEAD~3 .

@@ -39,6 +39,10 @@ void w4() { d->out = kiln::relu(d->A + d->b) * d->c; }
 void w6() { d->sums = kiln::sum(d->A * d->A, kiln::axes<1>); }
 void w7() { d->out = kiln::softmax(d->A, 1); }
 void w8() { d->out = d->A - kiln::amax(d->A, kiln::axes<1>, kiln::keepdim); }
+void w9() {
+  d->out = (d->A - kiln::mean(d->A, kiln::axes<1>, kiln::keepdim)) /
+           kiln::sqrt(kiln::variance(d->A, kiln::axes<1>, kiln::keepdim, kiln::correction{0}) + 1e-5f);
+}
 void wt() { d->outt = kiln::relu(d->At + d->bt) * d->c; }
 void wr() { d->out3 = kiln::relu(d->A3 + d->b) * d->c3; }
 }

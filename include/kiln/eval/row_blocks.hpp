@@ -190,7 +190,7 @@ KILN_ALWAYS_INLINE L fused_row_value(reduction<Op, Arg, N, true> const& node, Ev
 // keepdim)`, a layer norm's mean and variance): one row at a time, each boundary's value for the
 // row folded, then the expression's row, while the row is in L1. The blocks below pay each
 // boundary's reduction and the expression's assignment their set-up once per block, which over a
-// few rows cost more than the rows (a layer norm over [4, 256] 1.35x this, bench/README.md).
+// few rows cost more than the rows (a layer norm over [4, 256] 1.4x this, bench/README.md).
 // Each boundary's argument must read its rows contiguously and the expression its own as the rows
 // loop does (contiguous or broadcast along them); otherwise this returns false having run
 // nothing. Every value has the blocks' bits: a row's fold depends only on its elements, and the
