@@ -368,7 +368,7 @@ struct sweep_case {
   int axes[4];                    // what kiln is given (see `plan_sweep`)
   std::vector<index_t> kept, dropped;  // the result's shape with keepdim and without
   std::vector<double> want, scale;
-  bool throws;                    // an output has nothing to reduce and the op needs elements
+  bool throws;                    // the op needs elements and the reduced extents hold none
   std::string where;
 };
 
@@ -397,8 +397,10 @@ std::vector<sweep_case> plan_sweep(reducer const& op, category c, bool round_to_
         bool const beyond_float = std::abs(v) > std::numeric_limits<float>::max();
         sc.want.push_back(!round_to_float ? v : beyond_float ? std::copysign(inf, v) : double(float(v)));
         sc.scale.push_back(op.scale ? op.scale(b) : 0.0);
-        sc.throws = sc.throws || (op.needs_elements && b.empty());
       }
+      index_t reduced = 1;
+      for (int d : sc.subset) reduced *= in.shape[std::size_t(d)];
+      sc.throws = op.needs_elements && reduced == 0;
       for (int d = 0; d < rank; ++d)
         if (!(mask >> d & 1)) sc.dropped.push_back(in.shape[std::size_t(d)]);
       sc.where = op.name + " over axes " + list_string({sc.subset.begin(), sc.subset.end()}) + " of " + in.label +
@@ -1402,8 +1404,13 @@ TEST_CASE("errors: axes out of range or repeated, nothing to reduce") {
                        "argmin: cannot reduce over zero elements (input shape [0, 4])", kiln::shape_error);
   CHECK_THROWS_WITH_AS(kiln::norm<kiln::infinity_norm>(rows),
                        "norm<infinity_norm>: cannot reduce over zero elements (input shape [0, 4])", kiln::shape_error);
-  // ...but an empty result is fine: the reduced dimension is not empty.
+  // ...but an empty result is fine where the reduced dimension is not empty; where it is empty
+  // too, PyTorch raises all the same.
   CHECK(kiln::amax(rows, 1).shape() == kiln::extents<1>{0});
+  CHECK_THROWS_WITH_AS(kiln::amin(kiln::zeros<float>({0, 0, 3}), {0, 2}),
+                       "amin: cannot reduce over zero elements (input shape [0, 0, 3])", kiln::shape_error);
+  CHECK_THROWS_WITH_AS(kiln::argmax(kiln::zeros<float>({0, 0}), 1),
+                       "argmax: cannot reduce over zero elements (input shape [0, 0])", kiln::shape_error);
 
   // The sum of nothing is 0, its mean NaN, as in PyTorch; over an empty dimension, zeros.
   CHECK(float(kiln::sum(empty)) == 0.f);

@@ -107,9 +107,10 @@ class reduction {
       }
     }
     if (overflow) [[unlikely]] detail::checked_count(in);  // throws shape_error naming the shape
-    // amax, argmax... have no identity: an output element with nothing to reduce is an error.
+    // amax, argmax... have no identity: reducing over zero elements is an error, as in PyTorch
+    // even where the result is empty too (amax over axes {0, 2} of [0, 0, 3]).
     if constexpr (requires { Op::needs_elements; })
-      if (reduced == 0 && element_count<rank>(shape_) != 0)
+      if (reduced == 0)
         throw shape_error(std::string(Op::name) + ": cannot reduce over zero elements (input shape " + shape_string(in) +
                           ")");
   }
