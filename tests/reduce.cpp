@@ -1563,6 +1563,13 @@ TEST_CASE("rows fused: rank 2 under kiln::simd, a row's boundaries then the row,
       kiln::slice(wide, 1, 1, cols + 1) = x - kiln::amax(x, kiln::axes<1>, kiln::keepdim);
       CHECK(same(kiln::eval(kiln::slice(wide, 1, 1, cols + 1)), kiln::eval(x - m)));
       CHECK(kiln::all(kiln::slice(wide, 1, 0, 1) == -3.f));  // the column left of the view untouched
+      // An argument that is a view with rows apart, and a boundary over rows of another length.
+      kiln::tensor<float, 2> const padded = kiln::randn<float>({rows, cols + 3}, 76);
+      auto const inner = kiln::slice(padded, 1, 1, cols + 1);
+      auto const inner_max = first(kiln::amax(inner, 1, kiln::keepdim));
+      CHECK(same(kiln::eval(inner - kiln::amax(inner, 1, kiln::keepdim)), kiln::eval(inner - inner_max)));
+      auto const padded_mean = first(kiln::mean(padded, 1, kiln::keepdim));
+      CHECK(same(kiln::eval(x - kiln::mean(padded, 1, kiln::keepdim)), kiln::eval(x - padded_mean)));
       // Left to the blocks: a boundary's argument broadcast along its rows, or read across them.
       auto const scaled = first(kiln::sum(x * c, 1, kiln::keepdim));
       CHECK(same(kiln::eval(x - kiln::sum(x * c, 1, kiln::keepdim)), kiln::eval(x - scaled)));
