@@ -1570,6 +1570,15 @@ TEST_CASE("rows fused: rank 2 under kiln::simd, a row's boundaries then the row,
       CHECK(same(kiln::eval(inner - kiln::amax(inner, 1, kiln::keepdim)), kiln::eval(inner - inner_max)));
       auto const padded_mean = first(kiln::mean(padded, 1, kiln::keepdim));
       CHECK(same(kiln::eval(x - kiln::mean(padded, 1, kiln::keepdim)), kiln::eval(x - padded_mean)));
+      // A boundary over a large tree (more than 16 nodes: its fold flattened, as the blocks' is).
+      auto const large = [&] {
+        return kiln::tanh(x * 0.5f + w) * w - x * x * 0.25f + kiln::exp(x * w - 1.f) * 0.125f +
+               kiln::sigmoid(x) * w * x - x * 0.75f + w;
+      };
+      auto const large_sum = first(kiln::sum(large(), 1, kiln::keepdim));
+      CHECK(same(kiln::eval(x * w - kiln::sum(large(), 1, kiln::keepdim)), kiln::eval(x * w - large_sum)));
+      auto const large_var = first(kiln::variance(large(), 1, kiln::keepdim));
+      CHECK(same(kiln::eval(x * kiln::variance(large(), 1, kiln::keepdim)), kiln::eval(x * large_var)));
       // Left to the blocks: a boundary's argument broadcast along its rows, or read across them.
       auto const scaled = first(kiln::sum(x * c, 1, kiln::keepdim));
       CHECK(same(kiln::eval(x - kiln::sum(x * c, 1, kiln::keepdim)), kiln::eval(x - scaled)));

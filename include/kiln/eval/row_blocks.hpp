@@ -144,8 +144,9 @@ inline constexpr bool fuses_by_rows<L, reduction<Op, Arg, N, true>> =
     !ops::index_picking<Op, typename Arg::value_type>;
 
 // A row folded as the blocks' contiguous fold folds it (fold_contiguous_rows): the same inline
-// block for rows of one block, twin leaves (`x * x`) loaded once. (Through fold_row_simd's call
-// GCC fused other multiplies and adds into FMAs: row sums of x * x differed in the last bit.)
+// block for rows of one block, a large tree's flattened, twin leaves (`x * x`) loaded once. GCC
+// contracts multiplies and adds into FMAs within what it inlines, so a fold compiled another way
+// can differ in the last bit (through fold_row_simd's call, row sums of x * x did).
 template <class Op, class L, inner_mode Mode, class Ev>
 KILN_ALWAYS_INLINE L fold_row_in_mode(Ev const& ev, index_t n) {
   if (n > fold_block) {
@@ -153,7 +154,7 @@ KILN_ALWAYS_INLINE L fold_row_in_mode(Ev const& ev, index_t n) {
     return fold_span_simd<Op, L, Mode>(copy, 0, n);
   }
   L value;
-  fold_consecutive_rows<Op, L, Mode, true, true>(ev, &value, 1, 1, n);
+  inline_tree<Ev>([&]() KILN_INLINE_LAMBDA { fold_consecutive_rows<Op, L, Mode, true, true>(ev, &value, 1, 1, n); });
   return value;
 }
 template <class Op, class L, class Ev>
