@@ -47,15 +47,16 @@ KILN_ALWAYS_INLINE void for_each_leaf_node(Node const& node, F&& f) {
 template <class Policy, class T, int R, class Node>
 void materialize(Policy const& policy, tensor_view<T, R> const& dst, Node const& node);
 
-// The tree with every boundary replaced by what replace(boundary) makes of it.
+// The tree with every boundary replaced by what replace(boundary) makes of it, called on the
+// boundaries in order, left to right (braced: a replacement may number them).
 template <class Node, class Replace>
 auto replace_boundaries(Node const& node, Replace const& replace) {
   if constexpr (is_materialized<Node>) {
     return replace(node);
   } else if constexpr (contains_materialized<Node>::value) {
     return apply_pack([&](auto const&... a) {
-      return map<typename Node::op_type, decltype(replace_boundaries(a, replace))...>(node.op(),
-                                                                                      replace_boundaries(a, replace)...);
+      return map<typename Node::op_type, decltype(replace_boundaries(a, replace))...>{node.op(),
+                                                                                      replace_boundaries(a, replace)...};
     }, node.args());
   } else {
     return node;

@@ -101,19 +101,11 @@ auto boundaries_of(Node const& node) {
 // The tree with boundary k read from slots[k], the same element for every row ([rows, 1] with
 // strides 0), which the rows loop rewrites before each row: block_tree's type.
 template <class L, class Node>
-auto fused_tree(Node const& node, L* slots, index_t rows, std::size_t& k) {
-  if constexpr (is_materialized<Node>) {
+auto fused_tree(Node const& node, L* slots, index_t rows) {
+  std::size_t k = 0;
+  return replace_boundaries(node, [&](auto const&) {
     return owned_leaf<L, 2>::borrowing(tensor_view<L const, 2>(slots + k++, extents<2>{rows, 1}, extents<2>{0, 0}));
-  } else if constexpr (contains_materialized<Node>::value) {
-    return apply_pack(
-        [&](auto const&... a) {
-          return map<typename Node::op_type, decltype(fused_tree(a, slots, rows, k))...>{node.op(),
-                                                                                          fused_tree(a, slots, rows, k)...};
-        },
-        node.args());
-  } else {
-    return node;
-  }
+  });
 }
 
 // f(x, m) with m fixed: the second pass of var, std and logsumexp (mapped_evaluator). Named and
@@ -200,7 +192,7 @@ template <class T, class Root>
 bool run_fused_rows(tensor_view<T, 2> const& dst, Root const& root) {
   using Parts = decltype(boundaries_of(root));
   using L = typename std::remove_pointer_t<std::tuple_element_t<0, Parts>>::value_type;
-  using Tree = decltype(fused_tree(root, static_cast<L*>(nullptr), index_t{}, std::declval<std::size_t&>()));
+  using Tree = decltype(fused_tree(root, static_cast<L*>(nullptr), index_t{}));
   constexpr std::size_t K = std::tuple_size_v<Parts>;
   constexpr bool applies = vectorizable<Tree, T> && []<std::size_t... I>(std::index_sequence<I...>) {
     return (fuses_by_rows<L, std::remove_cvref_t<std::remove_pointer_t<std::tuple_element_t<I, Parts>>>> && ...);
@@ -223,8 +215,7 @@ bool run_fused_rows(tensor_view<T, 2> const& dst, Root const& root) {
     }(std::make_index_sequence<K>{});
     for (index_t length : lengths) readable = readable && length > 1;  // (a norm of one element is |x|)
     std::array<L, K> slots{};
-    std::size_t k = 0;
-    Ev outer(fused_tree(root, slots.data(), rows, k), dst.shape());
+    Ev outer(fused_tree(root, slots.data(), rows), dst.shape());
     visit_leaves(outer, [&](auto const& leaf) { readable = readable && (leaf.strides[1] == 0 || leaf.strides[1] == 1); });
     if (!readable) return false;
     T* const out = opaque(dst.data());
