@@ -1592,6 +1592,83 @@ TEST_CASE("rows fused: rank 2 under kiln::simd, a row's boundaries then the row,
     }
 }
 
+TEST_CASE("rows fused above rank 2: the outer dimensions merged into rows, with the bits of the boundaries evaluated first") {
+  auto same = [](auto const& a, auto const& b) {  // as in the rank-2 case
+    if (a.shape() != b.shape()) return false;
+    for (index_t i = 0; i < a.size(); ++i) {
+      auto const u = a.data()[i], v = b.data()[i];
+      if (!kiln_test::same_bits(u, v) && !(std::isnan(u) && std::isnan(v))) return false;
+    }
+    return true;
+  };
+  auto first = [](auto const& boundary) { return kiln::eval(boundary); };
+  // [B, T, C]: single rows and batches, and 900 rows, past the 512 of a block's buffer (the
+  // blocks left those to temporaries).
+  for (auto const& outer : {std::pair<index_t, index_t>{1, 1}, {1, 4}, {3, 1}, {2, 5}, {3, 300}})
+    for (index_t const cols : {index_t(2), index_t(float_lanes + 1), index_t(40)}) {
+      index_t const batches = outer.first, steps = outer.second;
+      CAPTURE(batches);
+      CAPTURE(steps);
+      CAPTURE(cols);
+      kiln::tensor<float, 3> x = kiln::randn<float>({batches, steps, cols}, 81);
+      if (steps > 1) x(0, 1, 1) = std::numeric_limits<float>::quiet_NaN();
+      if (steps > 2) x(0, 2, 0) = 2e19f, x(0, 2, 1) = -2e19f;  // a variance in double
+      auto const w = kiln::randn<float>({cols}, 82);
+      auto const per_step = kiln::randn<float>({batches, steps, 1}, 83);
+      auto const shared = kiln::randn<float>({steps, cols}, 84);       // merges only over one batch
+      auto const per_batch = kiln::randn<float>({batches, 1, cols}, 85);  // merges only over one step
+      auto const one_row = kiln::randn<float>({1, 1, cols}, 86);
+      auto const mean = first(kiln::mean(x, 2, kiln::keepdim));
+      auto const var = first(kiln::variance(x, 2, kiln::keepdim, kiln::correction{0}));
+      auto const norm = [&](auto const& mu, auto const& v) { return (x - mu) / kiln::sqrt(v + 1e-5f) * w + per_step; };
+      CHECK(same(kiln::eval(norm(kiln::mean(x, 2, kiln::keepdim), kiln::variance(x, 2, kiln::keepdim, kiln::correction{0}))),
+                 kiln::eval(norm(mean, var))));
+      auto const m = first(kiln::amax(x, kiln::axes<2>, kiln::keepdim));
+      CHECK(same(kiln::eval(x - kiln::amax(x, kiln::axes<-1>, kiln::keepdim)), kiln::eval(x - m)));
+      auto const lse = first(kiln::logsumexp(x * shared, 2, kiln::keepdim));
+      CHECK(same(kiln::eval(x * shared - kiln::logsumexp(x * shared, 2, kiln::keepdim)), kiln::eval(x * shared - lse)));
+      auto const across = first(kiln::sum(x * per_batch, 2, kiln::keepdim));
+      CHECK(same(kiln::eval(x * per_batch - kiln::sum(x * per_batch, 2, kiln::keepdim)), kiln::eval(x * per_batch - across)));
+      auto const weighted = first(kiln::mean(x * one_row, 2, kiln::keepdim));
+      CHECK(same(kiln::eval(one_row - kiln::mean(x * one_row, 2, kiln::keepdim)), kiln::eval(one_row - weighted)));
+      // Each batch's first step, [B, 1, C] with the strides of x: they chain as x's do, but the
+      // view broadcasts along the steps.
+      auto const firsts = kiln::view(std::as_const(x).data(), kiln::extents<3>{batches, 1, cols},
+                                     kiln::extents<3>{steps * cols, cols, 1});
+      auto const from_first = first(kiln::amax(x - firsts, 2, kiln::keepdim));
+      CHECK(same(kiln::eval(x - firsts - kiln::amax(x - firsts, 2, kiln::keepdim)), kiln::eval(x - firsts - from_first)));
+      auto const squares = first(kiln::sum(x * x, 2, kiln::keepdim));  // twin leaves
+      CHECK(same(kiln::eval(x / kiln::sum(x * x, 2, kiln::keepdim)), kiln::eval(x / squares)));
+      // In place, and into a truth-valued destination.
+      kiln::tensor<float, 3> in_place = x;
+      in_place = in_place - kiln::amax(in_place, kiln::axes<2>, kiln::keepdim);
+      CHECK(same(in_place, kiln::eval(x - m)));
+      kiln::tensor<bool, 3> const above = x > kiln::mean(x, 2, kiln::keepdim);
+      CHECK(kiln_test::bitwise_equal(above, kiln::eval(x > mean)));
+      // A destination whose rows are apart (a slice of the last dimension: they still merge), an
+      // argument whose batches are apart (they do not), and rows read backwards.
+      kiln::tensor<float, 3> wide = kiln::full<float>({batches, steps, cols + 1}, -3.f);
+      kiln::slice(wide, 2, 1, cols + 1) = x - kiln::amax(x, kiln::axes<2>, kiln::keepdim);
+      CHECK(same(kiln::eval(kiln::slice(wide, 2, 1, cols + 1)), kiln::eval(x - m)));
+      CHECK(kiln::all(kiln::slice(wide, 2, 0, 1) == -3.f));
+      kiln::tensor<float, 3> const padded = kiln::randn<float>({batches, steps + 1, cols}, 87);
+      auto const apart = kiln::slice(padded, 1, 0, steps);
+      auto const apart_max = first(kiln::amax(apart, kiln::axes<2>, kiln::keepdim));
+      CHECK(same(kiln::eval(apart - kiln::amax(apart, kiln::axes<2>, kiln::keepdim)), kiln::eval(apart - apart_max)));
+      auto const backwards = kiln::view(std::as_const(x).data() + (batches * steps - 1) * cols, kiln::extents<3>{batches, steps, cols},
+                                        kiln::extents<3>{-steps * cols, -cols, 1});
+      auto const backwards_mean = first(kiln::mean(backwards, 2, kiln::keepdim));
+      CHECK(same(kiln::eval(backwards - kiln::mean(backwards, 2, kiln::keepdim)), kiln::eval(backwards - backwards_mean)));
+      // Rank 4, and double.
+      kiln::tensor<float, 4> const x4 = kiln::randn<float>({2, batches, steps, cols}, 88);
+      auto const sd4 = first(kiln::stddev(x4, 3, kiln::keepdim));
+      CHECK(same(kiln::eval(x4 / kiln::stddev(x4, 3, kiln::keepdim) + w), kiln::eval(x4 / sd4 + w)));
+      kiln::tensor<double, 3> const xd = kiln::randn<double>({batches, steps, cols}, 89);
+      auto const vd = first(kiln::variance(xd, 2, kiln::keepdim));
+      CHECK(same(kiln::eval(xd * kiln::variance(xd, 2, kiln::keepdim)), kiln::eval(xd * vd)));
+    }
+}
+
 TEST_CASE("row blocks: rank 3, kept trailing dimensions, and the cases left to the whole evaluation") {
   kiln::tensor<float, 3> const x = kiln::randn<float>({700, 5, 6}, 64);
   auto whole = [](auto const& boundary, auto const& outer) { return kiln::eval(outer(kiln::eval(boundary))); };

@@ -7,7 +7,8 @@
 #
 #   bench/ab/run.sh [-n N] [-w WORKLOADS] [-r ROUNDS] REV...
 #       REV: a git revision, or "." for the working tree; WORKLOADS: digits of W1-W4, W6-W9,
-#       t for W4t (rows of 255), r for W4 at rank 3 ([N/512, 2, 256]) (default 123467),
+#       t for W4t (rows of 255), r for W4 at rank 3 ([N/512, 2, 256]), l for W9 at rank 3 (the same
+#       shape) (default 123467),
 #       N: elements (default 1024), ROUNDS (default 300).
 #   e.g. bench/ab/run.sh -w 46 HEAD~3 .
 set -euo pipefail

@@ -43,6 +43,11 @@ void w9() {
   d->out = (d->A - kiln::mean(d->A, kiln::axes<1>, kiln::keepdim)) /
            kiln::sqrt(kiln::variance(d->A, kiln::axes<1>, kiln::keepdim, kiln::correction{0}) + 1e-5f);
 }
+// W9 at rank 3, over [N/512, 2, 256].
+void wl() {
+  d->out3 = (d->A3 - kiln::mean(d->A3, kiln::axes<2>, kiln::keepdim)) /
+            kiln::sqrt(kiln::variance(d->A3, kiln::axes<2>, kiln::keepdim, kiln::correction{0}) + 1e-5f);
+}
 void wt() { d->outt = kiln::relu(d->At + d->bt) * d->c; }
 void wr() { d->out3 = kiln::relu(d->A3 + d->b) * d->c3; }
 }
