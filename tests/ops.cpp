@@ -1157,4 +1157,69 @@ TEST_CASE("clamp: integer bounds beyond the tensor's type do not bind") {
         [](i8) { return i8(-128); }, s);
 }
 
+// Where PyTorch checks a scalar against the type it converts to (c10::overflows), kiln does too and
+// throws kiln::value_error instead of wrapping: where's branches, an integer tensor's exponent in
+// pow, addcmul's value. Elsewhere integer scalars wrap, as in PyTorch (the case above).
+TEST_CASE("scalars PyTorch refuses: where's branches, pow's integer exponent, addcmul's value") {
+  kiln::tensor<std::int8_t, 1> const s = {1, 2, 3};
+  kiln::tensor<std::uint8_t, 1> const u = {1, 2, 3};
+  kiln::tensor<std::int32_t, 1> const i = {1, 2, 3};
+  kiln::tensor<std::int64_t, 1> const l = {1, 2, 3};
+  kiln::tensor<float, 1> const f = {1, 2, 3};
+  kiln::tensor<bool, 1> const m = {true, false, true};
+  auto values = [](auto const& e) {
+    auto const t = kiln::eval(e);
+    std::vector<double> v;
+    for (kiln::index_t k = 0; k < t.size(); ++k) v.push_back(double(t.data()[k]));
+    return v;
+  };
+  using v = std::vector<double>;
+  float const inf = std::numeric_limits<float>::infinity();
+
+  CHECK_THROWS_WITH_AS(kiln::where(m, s, 200), "where: 200 cannot be converted to int8 without overflow", kiln::value_error);
+  CHECK_THROWS_WITH_AS(kiln::where(m, 200, s), "where: 200 cannot be converted to int8 without overflow", kiln::value_error);
+  CHECK_THROWS_WITH_AS(kiln::where(m, s, -129), "where: -129 cannot be converted to int8 without overflow", kiln::value_error);
+  CHECK_THROWS_WITH_AS(kiln::where(m, u, -256), "where: -256 cannot be converted to uint8 without overflow", kiln::value_error);
+  CHECK_THROWS_WITH_AS(kiln::where(m, i, 3000000000LL), "where: 3000000000 cannot be converted to int32 without overflow",
+                       kiln::value_error);
+  CHECK_THROWS_WITH_AS(kiln::where(m, f, 1e300), "where: 1e+300 cannot be converted to float without overflow", kiln::value_error);
+  CHECK(values(kiln::where(m, s, 127)) == v{1, 127, 3});
+  CHECK(values(kiln::where(m, s, -128)) == v{1, -128, 3});
+  CHECK(values(kiln::where(m, u, -1)) == v{1, 255, 3});  // a negative integer wraps into an unsigned type
+  CHECK(values(kiln::where(m, l, 3000000000LL)) == v{1, 3e9, 3});
+  CHECK(values(kiln::where(m, s, 2.5)) == v{1, 2.5, 3});  // a float scalar: the result is float
+  CHECK(values(kiln::where(m, f, 1e30)) == v{1, double(1e30f), 3});
+  CHECK(values(kiln::where(m, f, inf)) == v{1, inf, 3});
+  CHECK(std::isnan(values(kiln::where(m, f, std::nan("")))[1]));
+
+  CHECK_THROWS_WITH_AS(kiln::pow(s, 200), "pow: 200 cannot be converted to int8 without overflow", kiln::value_error);
+  CHECK_THROWS_WITH_AS(kiln::pow(u, 300), "pow: 300 cannot be converted to uint8 without overflow", kiln::value_error);
+  CHECK_THROWS_WITH_AS(kiln::pow(s, -1),
+                       "pow: -1 is a negative integer power of an integer tensor, refused as in PyTorch (a floating "
+                       "exponent gives a floating result)",
+                       kiln::value_error);
+  CHECK_THROWS_AS(kiln::pow(u, -1), kiln::value_error);
+  CHECK_THROWS_AS(kiln::pow(m, -1), kiln::value_error);
+  CHECK(values(kiln::pow(s, 2)) == v{1, 4, 9});
+  CHECK(values(kiln::pow(200, s)) == v{-56, 64, 0});  // a scalar base wraps, as in PyTorch
+  CHECK(values(kiln::pow(s, i * -1)) == v{1, 0, 0});  // a tensor of negative exponents: the integer rule
+  CHECK(values(kiln::pow(f, 1e300)) == v{1, inf, inf});  // a float tensor's exponent is not checked
+  CHECK(values(kiln::pow(s, -1.0)) == v{1, 0.5, double(1.f / 3.f)});
+
+  CHECK_THROWS_WITH_AS(kiln::addcmul(s, s, s, 300), "addcmul: 300 cannot be converted to int8 without overflow",
+                       kiln::value_error);
+  CHECK_THROWS_WITH_AS(kiln::addcmul(u, u, u, -1.5), "addcmul: -1.5 cannot be converted to uint8 without overflow",
+                       kiln::value_error);
+  CHECK_THROWS_WITH_AS(kiln::addcmul(i, i, i, 3e9), "addcmul: 3000000000 cannot be converted to int32 without overflow",
+                       kiln::value_error);
+  CHECK_THROWS_WITH_AS(kiln::addcmul(s, s, s, std::nan("")), "addcmul: nan cannot be converted to int8 without overflow",
+                       kiln::value_error);
+  CHECK_THROWS_WITH_AS(kiln::addcmul(f, f, f, 1e300), "addcmul: 1e+300 cannot be converted to float without overflow",
+                       kiln::value_error);
+  CHECK(values(kiln::addcmul(s, s, s, 127)) == v{-128, -2, 122});  // 1 + 127, 2 + 508, 3 + 1143, wrapped
+  CHECK(values(kiln::addcmul(u, u, u, -1)) == v{0, 254, 250});      // -1 wraps to 255
+  CHECK(values(kiln::addcmul(s, s, s, 0.5)) == v{1, 2, 3});         // truncated to 0
+  CHECK(values(kiln::addcmul(f, f, f, inf)) == v{inf, inf, inf});
+}
+
 }  // namespace

@@ -84,6 +84,31 @@ constexpr T convert(V v) noexcept {
   }
 }
 
+// Whether PyTorch takes the scalar v as a T where it checks it (c10::overflows): an integer that T
+// holds, or for an unsigned T a negative one down to -max (it wraps, as `u8 - 1` does); a floating
+// value within T's range, an infinity, and NaN for a floating T.
+template <class T, class V>
+constexpr bool scalar_fits(V v) noexcept {
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<V, bool>) {
+    return true;
+  } else if constexpr (std::is_integral_v<V>) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return true;
+    } else {
+      // Compared as intmax_t or uintmax_t: std::cmp_less takes neither bool nor the character types.
+      using Wide = std::conditional_t<std::is_signed_v<V>, std::intmax_t, std::uintmax_t>;
+      Wide const w(v);
+      if constexpr (std::is_unsigned_v<T>)
+        if (std::cmp_less(w, 0)) return std::uintmax_t(0) - std::uintmax_t(w) <= std::numeric_limits<T>::max();
+      return std::in_range<T>(w);
+    }
+  } else {
+    if (v != v) return std::is_floating_point_v<T>;
+    if (v == std::numeric_limits<V>::infinity() || v == -std::numeric_limits<V>::infinity()) return true;
+    return v >= V(std::numeric_limits<T>::lowest()) && v <= V(std::numeric_limits<T>::max());
+  }
+}
+
 // An integer v as the integer type T, saturated: the nearest value of T (300 -> uint8 255).
 template <class T, class V>
 constexpr T saturate(V v) noexcept {

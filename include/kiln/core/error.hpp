@@ -13,6 +13,14 @@ struct shape_error : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// A C++ scalar that an operation refuses, as PyTorch refuses it, rather than wrap it or compute
+// with it: a value that the type it converts to cannot hold (a branch of `where`, addcmul's
+// value, an integer tensor's exponent in `pow`), or a negative integer power of an integer tensor.
+// The message names the operation, the value and the type.
+struct value_error : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
 // Gradients asked for in a way that has no answer: backward() of a non-scalar without a
 // cotangent, of a var that does not require gradients, or through a tape already consumed.
 struct gradient_error : std::logic_error {

@@ -7,7 +7,9 @@
 #include <kiln/ops/op.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace kiln {
@@ -172,6 +174,47 @@ auto as_node(X&& x) {
   }
 }
 
+// The message of a kiln::value_error: "where: 200 cannot be converted to int8 without overflow".
+[[noreturn, gnu::noinline, gnu::cold]] inline void throw_value_error(std::string_view op, std::string_view value,
+                                                                      std::string_view why) {
+  throw value_error(std::string(op) + ": " + std::string(value) + " " + std::string(why));
+}
+template <class V>
+std::string scalar_string(V v) {
+  if constexpr (std::is_floating_point_v<V>) {
+    char text[32];
+    return std::string(text, std::to_chars(text, text + sizeof text, v).ptr);
+  } else if constexpr (std::is_same_v<V, bool>) {
+    return v ? "true" : "false";
+  } else {
+    return std::to_string(std::conditional_t<std::is_signed_v<V>, long long, unsigned long long>(v));
+  }
+}
+// Throws kiln::value_error unless PyTorch would take `value` as a T where it checks it.
+template <class T, class V>
+void check_scalar_fits(std::string_view op, V value) {
+  if (!scalar_fits<T>(value))
+    throw_value_error(op, scalar_string(value), "cannot be converted to " + std::string(type_name<T>) + " without overflow");
+}
+
+// PyTorch's checks of the C++ scalars among an op's operands (op_checks_scalar,
+// op_checks_integer_exponent), against the type each converts to (scalar_node).
+template <class Strong, class Op, class Compute, std::size_t... I, class... X>
+void check_scalars(std::index_sequence<I...>, X const&... x) {
+  auto check = [&]<std::size_t P, class D>(std::integral_constant<std::size_t, P>, D const& v) {
+    if constexpr (element<D>) {
+      using C = typename decltype(scalar_node<Strong, Op, Compute>(v))::value_type;
+      if constexpr (op_checks_scalar<Op, P>) check_scalar_fits<C>(Op::name, v);
+      if constexpr (P == 1 && op_checks_integer_exponent<Op> && std::is_integral_v<C> && std::is_integral_v<D>) {
+        check_scalar_fits<C>(Op::name, v);
+        if constexpr (std::is_signed_v<D>)
+          if (v < 0) throw_value_error(Op::name, scalar_string(v), "is a negative integer power of an integer tensor, refused as in PyTorch (a floating exponent gives a floating result)");
+      }
+    }
+  };
+  (check(std::integral_constant<std::size_t, I>{}, x), ...);
+}
+
 }  // namespace detail
 
 // Builds map<Op, ...> from operands, applying PyTorch's promotion between tensors and scalars.
@@ -180,6 +223,8 @@ template <class Op, operand... X>
 auto make_map(Op op, X&&... x) {
   using strong = typename detail::strong_promote<X...>::type;
   using compute = op_compute_t<Op, typename detail::operand_type<strong, X>::type...>;
+  if constexpr (requires { Op::checked_scalars; } || op_checks_integer_exponent<Op>)
+    detail::check_scalars<strong, Op, compute>(std::index_sequence_for<X...>{}, x...);
   return map<Op, decltype(detail::as_node<strong, Op, compute>(std::forward<X>(x)))...>(
       op, detail::operands_t<strong, compute>{}, std::forward<X>(x)...);
 }

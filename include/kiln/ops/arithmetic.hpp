@@ -91,6 +91,9 @@ struct square_op : op_base<1, op_kind::same> {
 // raises an error there).
 struct pow_op : op_base<2, op_kind::same> {
   static constexpr std::string_view name = "pow";
+  // An integer tensor's scalar exponent must fit its type and not be negative, as in PyTorch
+  // (op_checks_integer_exponent); a tensor of negative exponents gives the rule below.
+  static constexpr bool checks_integer_exponent = true;
   static constexpr bool vectorized = false;
   template <class T> KILN_HD T operator()(T a, T b) const {
     if constexpr (std::is_same_v<T, bool>) {
@@ -293,17 +296,26 @@ struct clamp_op : op_base<3, op_kind::same> {
             select(math::either(hi < x, hi < lo), g, T(0))};
   }
 };
-// torch.addcmul: a + value * t1 * t2, in that order. Integers wrap; with integer tensors `value`
-// should be an integer (PyTorch requires one), it is converted to the tensors' type. In floating
-// point the last multiply and the add are one fma where the compiler fuses them: GCC does, Clang
-// does not (docs/architecture.md, "Tests").
+// torch.addcmul: a + value * t1 * t2, in that order. Integers wrap; with integer tensors `value` is
+// truncated to an integer (0.5 adds nothing, as in PyTorch) of the tensors' type, which must hold
+// it, negative values aside for an unsigned type (they wrap); in floating point it must be within
+// the type's range (kiln::addcmul checks both, as PyTorch does). In floating point the last
+// multiply and the add are one fma where the compiler fuses them: GCC does, Clang does not
+// (docs/architecture.md, "Tests").
 struct addcmul_op : op_base<3, op_kind::same> {
   static constexpr std::string_view name = "addcmul";
   double value = 1;
   template <class T> KILN_HD T operator()(T a, T t1, T t2) const {
     math::multiplies const times;
-    T const product = math::wrapping(math::wrapping(math::lit<T>(value), t1, times), t2, times);
+    T const product = math::wrapping(math::wrapping(scale<T>(), t1, times), t2, times);
     return math::wrapping(a, product, math::plus{});
+  }
+  // value as a T: through int64 for an integer type (a negative value into an unsigned type wraps
+  // there; converted directly it would be undefined).
+  template <class T> KILN_HD T scale() const {
+    using E = math::element_t<T>;
+    if constexpr (math::is_integer<E>) return T(static_cast<E>(static_cast<std::int64_t>(value)));
+    else return math::lit<T>(value);
   }
   template <class T> KILN_HD std::array<T, 3> grad(T g, T, T, T t1, T t2) const {
     return {g, g * (t2 * math::lit<T>(value)), g * (t1 * math::lit<T>(value))};
@@ -339,7 +351,15 @@ inline constexpr elementwise_fn<ops::clamp_op> clamp{};
 template <operand A, operand T1, operand T2>
   requires(expression<A> || expression<T1> || expression<T2>)
 auto addcmul(A&& a, T1&& t1, T2&& t2, double value = 1) {
-  return make_map(ops::addcmul_op{{}, value}, std::forward<A>(a), std::forward<T1>(t1), std::forward<T2>(t2));
+  auto node = make_map(ops::addcmul_op{{}, value}, std::forward<A>(a), std::forward<T1>(t1), std::forward<T2>(t2));
+  using T = typename decltype(node)::value_type;
+  // Checked as PyTorch checks it: a whole number as an integer (for an unsigned T, -1 is allowed:
+  // it wraps), anything else as a floating value, NaN refused for an integer T.
+  if (math::is_integer<T> && value == std::trunc(value) && std::abs(value) < 0x1p63)
+    detail::check_scalar_fits<T>("addcmul", static_cast<std::int64_t>(value));
+  else
+    detail::check_scalar_fits<T>("addcmul", value);
+  return node;
 }
 
 // Operators. Each needs an expression on at least one side; the other may be a C++ scalar.

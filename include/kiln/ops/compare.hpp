@@ -75,6 +75,8 @@ struct logical_not_op : math::op_base<1, op_kind::logical> {
 };
 struct where_op : math::op_base<3, op_kind::select> {
   static constexpr std::string_view name = "where";
+  // A scalar branch the result's type cannot hold is refused, as in PyTorch (op_checks_scalar).
+  static constexpr std::array<bool, 3> checked_scalars{false, true, true};
   template <class M, class T> KILN_OP T operator()(M c, T a, T b) const { return math::select(c, a, b); }
   // g to the chosen side, exactly 0 to the other: selected, since g times a 0/1 mask would be NaN
   // wherever g is inf or NaN. The condition gets no gradient (entry 0).

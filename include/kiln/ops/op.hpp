@@ -43,6 +43,19 @@ inline constexpr bool op_vectorized = requires { requires Op::vectorized; } || !
 template <class Op>
 inline constexpr bool op_saturates_scalars = requires { requires Op::saturates_scalars; };
 
+// Whether a C++ scalar at operand position I of Op is checked against the type it converts to, as
+// PyTorch checks it: a value that type cannot hold throws kiln::value_error instead of wrapping
+// (`where(mask, int8_tensor, 200)`). An op lists the positions in `checked_scalars`.
+template <class Op, std::size_t I>
+inline constexpr bool op_checks_scalar = [] {
+  if constexpr (requires { Op::checked_scalars[I]; }) return Op::checked_scalars[I];
+  else return false;
+}();
+// Whether Op's second operand, a C++ integer scalar given as the exponent of an integer tensor, is
+// checked so (pow), and refused when negative: PyTorch refuses integers to negative integer powers.
+template <class Op>
+inline constexpr bool op_checks_integer_exponent = requires { requires Op::checks_integer_exponent; };
+
 namespace detail {
 template <op_kind K, class... Ts>
 struct op_types {
