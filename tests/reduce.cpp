@@ -1659,10 +1659,27 @@ TEST_CASE("rows fused above rank 2: the outer dimensions merged into rows, with 
                                         kiln::extents<3>{-steps * cols, -cols, 1});
       auto const backwards_mean = first(kiln::mean(backwards, 2, kiln::keepdim));
       CHECK(same(kiln::eval(backwards - kiln::mean(backwards, 2, kiln::keepdim)), kiln::eval(backwards - backwards_mean)));
-      // Rank 4, and double.
+      // Reductions of the last two dimensions (rows of steps * cols), a leaf [T, 1] that does not
+      // merge into them, and boundaries reducing different numbers of dimensions (the blocks).
+      auto const mean2 = first(kiln::mean(x, kiln::axes<1, 2>, kiln::keepdim));
+      auto const var2 = first(kiln::variance(x, kiln::axes<1, 2>, kiln::keepdim));
+      auto const norm2 = [&](auto const& mu, auto const& v) { return (x - mu) / kiln::sqrt(v + 1e-5f) * w; };
+      CHECK(same(kiln::eval(norm2(kiln::mean(x, kiln::axes<1, 2>, kiln::keepdim), kiln::variance(x, kiln::axes<1, 2>, kiln::keepdim))),
+                 kiln::eval(norm2(mean2, var2))));
+      kiln::tensor<float, 2> const per_row = kiln::randn<float>({steps, 1}, 90);
+      CHECK(same(kiln::eval(x * per_row - kiln::mean(x, kiln::axes<1, 2>, kiln::keepdim)), kiln::eval(x * per_row - mean2)));
+      CHECK(same(kiln::eval(x - kiln::mean(x, kiln::axes<1, 2>, kiln::keepdim) + kiln::amax(x, kiln::axes<2>, kiln::keepdim)),
+                 kiln::eval(x - mean2 + m)));
+      // A reduction over a dimension of extent 1 that is not the last: the shapes alone would merge.
+      kiln::tensor<float, 3> const single = kiln::randn<float>({batches, 1, cols}, 91);
+      auto const over_one = first(kiln::sum(single, kiln::axes<1>, kiln::keepdim));
+      CHECK(same(kiln::eval(single * 2.f - kiln::sum(single, kiln::axes<1>, kiln::keepdim)), kiln::eval(single * 2.f - over_one)));
+      // Rank 4: the last dimension, and the last two (an instance norm over [N, B, T, C]).
       kiln::tensor<float, 4> const x4 = kiln::randn<float>({2, batches, steps, cols}, 88);
       auto const sd4 = first(kiln::stddev(x4, 3, kiln::keepdim));
       CHECK(same(kiln::eval(x4 / kiln::stddev(x4, 3, kiln::keepdim) + w), kiln::eval(x4 / sd4 + w)));
+      auto const mean4 = first(kiln::mean(x4, kiln::axes<2, 3>, kiln::keepdim));
+      CHECK(same(kiln::eval(x4 - kiln::mean(x4, kiln::axes<2, 3>, kiln::keepdim)), kiln::eval(x4 - mean4)));
       kiln::tensor<double, 3> const xd = kiln::randn<double>({batches, steps, cols}, 89);
       auto const vd = first(kiln::variance(xd, 2, kiln::keepdim));
       CHECK(same(kiln::eval(xd * kiln::variance(xd, 2, kiln::keepdim)), kiln::eval(xd * vd)));

@@ -246,77 +246,92 @@ bool run_fused_rows(tensor_view<T, 2> const& dst, Root const& root) {
 
 // --- Rows fused above rank 2 ----------------------------------------------------------------------
 
-// An expression of rank R > 2 over reductions along its last dimension (a layer norm over
-// [B, T, C]) is the rank-2 expression over [B * T, C] when its outer dimensions merge: in the
-// destination and in every leaf they are one run of rows, a fixed step apart, or the leaf has one
-// row for all of them. That rank-2 tree runs through run_fused_rows, row by row. Through the
-// blocks, a block was a batch of the outer dimension, its reductions and its expression each
-// planned at rank R (a layer norm over [1, 4, 256] took 2.1x its time over [4, 256], over
-// [16, 256, 256] 1.23x), and a batch of more than 512 rows left the blocks for temporaries.
+// An expression of rank R > 2 over reductions of its last N dimensions (a layer norm over
+// [B, T, C] along C, an instance norm over [B, C, H, W] along H and W) is the rank-2 expression
+// over [rows, cols] when the dimensions before the reduced ones merge into rows and the reduced
+// ones into a row: in the destination and in every leaf each of the two groups is one run, a
+// fixed step apart, or the leaf has extent 1 throughout it (one row for all, or one element along
+// the row). That rank-2 tree runs through run_fused_rows, row by row. Through the blocks, a block
+// was a batch of dimension 0, its reductions and its expression each planned at rank R (a layer
+// norm over [1, 4, 256] took 2.1x its time over [4, 256], over [16, 256, 256] 1.23x), and a batch
+// of more than 512 rows left the blocks for temporaries.
 
-// The rows and the step between them of a view of rank LR, right-aligned in a destination whose
-// outer extents are `outer` (`rows` of them in all), or nothing where its outer dimensions do not
-// merge: {1, 0} for a view with one row for all (extents 1 outside its last dimension).
-template <std::size_t O, class T, int LR>
-std::optional<std::array<index_t, 2>> merged_rows(tensor_view<T, LR> const& v, std::array<index_t, O> const& outer,
-                                                   index_t rows) {
-  constexpr int missing = int(O) + 1 - LR;  // outer dimensions the view does not have
-  bool one_row = true;
-  for (int k = 0; k + 1 < LR; ++k) one_row = one_row && v.shape()[k] == 1;
-  if (one_row) return std::array<index_t, 2>{1, 0};
-  index_t step = 0, next = 0;
+// N where every boundary of Root reduces N dimensions (merges_into_rows checks that they are the
+// last N), 0 where they differ.
+template <class Root>
+inline constexpr int common_reduced = [] {
+  using Parts = decltype(boundaries_of(std::declval<Root const&>()));
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    constexpr int counts[] = {std::remove_pointer_t<std::tuple_element_t<I, Parts>>::reduced_count...};
+    for (int c : counts)
+      if (c != counts[0]) return 0;
+    return counts[0];
+  }(std::make_index_sequence<std::tuple_size_v<Parts>>{});
+}();
+
+// Dimensions [from, to) of a view of rank LR, right-aligned in an expression of `shape`, as one:
+// {extent, step}, or nothing where they do not merge; {1, 0} where the view's extents there are
+// all 1 (it repeats along them).
+template <std::size_t R, class T, int LR>
+std::optional<std::array<index_t, 2>> merged_dims(tensor_view<T, LR> const& v, std::array<index_t, R> const& shape,
+                                                  int from, int to) {
+  constexpr int missing = int(R) - LR;  // leading dimensions the view does not have
+  bool repeats = true;
+  for (int d = std::max(from, missing); d < to; ++d) repeats = repeats && v.shape()[d - missing] == 1;
+  if (repeats) return std::array<index_t, 2>{1, 0};
+  index_t extent = 1, step = 0, next = 0;
   bool first = true;
-  for (int d = int(O) - 1; d >= 0; --d) {  // from the innermost outer dimension out
-    if (outer[d] == 1) continue;
+  for (int d = to - 1; d >= from; --d) {  // from the innermost dimension out
+    extent *= shape[d];
+    if (shape[d] == 1) continue;
     int const k = d - missing;
-    if (k < 0 || v.shape()[k] != outer[d] || (!first && v.strides()[k] != next)) return std::nullopt;
+    if (k < 0 || v.shape()[k] != shape[d] || (!first && v.strides()[k] != next)) return std::nullopt;
     if (first) step = v.strides()[k], first = false;
-    next = v.strides()[k] * outer[d];
+    next = v.strides()[k] * shape[d];
   }
-  return std::array<index_t, 2>{rows, step};
+  return std::array<index_t, 2>{extent, step};
 }
 
-// Whether every leaf of `node` merges its outer dimensions and every boundary reduces the last
-// dimension alone, with the destination's outer extents.
-template <std::size_t O, class Node>
-bool outer_dims_merge(Node const& node, std::array<index_t, O> const& outer) {
+// Whether `node`, of `shape`, merges its dimensions before `k` into rows and from `k` on into a
+// row: every leaf's, and every boundary reduces dimensions k... R - 1 (its argument merging over
+// its own shape: its rows may be of another length).
+template <std::size_t R, class Node>
+bool merges_into_rows(Node const& node, std::array<index_t, R> const& shape, int k) {
   if constexpr (requires { node.view(); }) {
-    if constexpr (Node::rank >= 2) return merged_rows(node.view(), outer, 1).has_value();
-    else return true;
+    return Node::rank == 0 || (merged_dims(node.view(), shape, 0, k) && merged_dims(node.view(), shape, k, int(R)));
   } else if constexpr (is_materialized<Node>) {  // a reduction that keeps its dimensions (row_blockable)
-    bool along_rows = Node::reduced_count == 1 && node.reduced_axes()[0] == int(O);
-    for (std::size_t d = 0; d < O; ++d) along_rows = along_rows && node.shape()[d] == outer[d];
-    return along_rows && outer_dims_merge(node.arg(), outer);
+    bool trailing = true;
+    for (int i = 0; i < Node::reduced_count; ++i) trailing = trailing && node.reduced_axes()[i] == k + i;
+    for (int d = 0; d < k; ++d) trailing = trailing && node.shape()[d] == shape[d];
+    return trailing && merges_into_rows(node.arg(), node.arg().shape(), k);
   } else if constexpr (requires { node.args(); }) {
-    return apply_pack([&](auto const&... a) { return (outer_dims_merge(a, outer) && ...); }, node.args());
+    return apply_pack([&](auto const&... a) { return (merges_into_rows(a, shape, k) && ...); }, node.args());
   } else {
     return true;
   }
 }
 
-// `node` at rank 2, for a tree outer_dims_merge has passed: leaves of rank 2 and more over their
-// merged rows (plain leaves: the original tree keeps any owner alive), reductions along dimension
-// 1, the rest as it is.
-template <std::size_t O, class Node>
-auto merged_rows_tree(Node const& node, std::array<index_t, O> const& outer, index_t rows) {
+// `node` at rank 2, for a tree merges_into_rows has passed: leaves over their merged dimensions
+// (plain leaves: the original tree keeps any owner alive), reductions along dimension 1, the rest
+// as it is.
+template <std::size_t R, class Node>
+auto merged_rows_tree(Node const& node, std::array<index_t, R> const& shape, int k) {
   if constexpr (requires { node.view(); }) {
     using T = typename Node::value_type;
-    constexpr int LR = Node::rank;
     auto const& v = node.view();
-    if constexpr (LR >= 2) {
-      std::array<index_t, 2> const m = *merged_rows(v, outer, rows);
-      return leaf<T, 2>(tensor_view<T const, 2>(v.data(), extents<2>{m[0], v.shape()[LR - 1]},
-                                                extents<2>{m[1], v.strides()[LR - 1]}));
+    if constexpr (Node::rank == 0) {
+      return leaf<T, 0>(v);
     } else {
-      return leaf<T, LR>(v);
+      std::array<index_t, 2> const rows = *merged_dims(v, shape, 0, k), cols = *merged_dims(v, shape, k, int(R));
+      return leaf<T, 2>(tensor_view<T const, 2>(v.data(), extents<2>{rows[0], cols[0]}, extents<2>{rows[1], cols[1]}));
     }
   } else if constexpr (is_materialized<Node>) {
-    auto arg = merged_rows_tree(node.arg(), outer, rows);
+    auto arg = merged_rows_tree(node.arg(), node.arg().shape(), k);
     return reduction<typename Node::op_type, decltype(arg), 1, true>(node.op(), std::move(arg), {1}, true);
   } else if constexpr (requires { node.args(); }) {
     return apply_pack([&](auto const&... a) {
-      return map<typename Node::op_type, decltype(merged_rows_tree(a, outer, rows))...>{node.op(),
-                                                                                      merged_rows_tree(a, outer, rows)...};
+      return map<typename Node::op_type, decltype(merged_rows_tree(a, shape, k))...>{node.op(),
+                                                                                   merged_rows_tree(a, shape, k)...};
     }, node.args());
   } else {
     return node;
@@ -327,18 +342,15 @@ auto merged_rows_tree(Node const& node, std::array<index_t, O> const& outer, ind
 // nothing, where the dimensions do not merge.
 template <class T, int R, class Root>
 bool run_fused_merged_rows(tensor_view<T, R> const& dst, Root const& root) {
-  constexpr std::size_t O = R - 1;
-  using Merged = decltype(merged_rows_tree(root, std::declval<std::array<index_t, O> const&>(), index_t{}));
-  if constexpr (!rows_fuse<T, Merged>) {
+  constexpr int k = R - common_reduced<Root>;  // the first reduced dimension
+  using Merged = decltype(merged_rows_tree(root, dst.shape(), k));
+  if constexpr (k == R || !rows_fuse<T, Merged>) {
     return false;
   } else {
-    std::array<index_t, O> outer;
-    index_t rows = 1;
-    for (std::size_t d = 0; d < O; ++d) outer[d] = dst.extent(int(d)), rows *= outer[d];
-    auto const m = merged_rows(dst, outer, rows);
-    if (!m || !outer_dims_merge(root, outer)) return false;
-    tensor_view<T, 2> const flat(dst.data(), extents<2>{rows, dst.extent(R - 1)}, extents<2>{(*m)[1], dst.strides()[R - 1]});
-    return run_fused_rows(flat, merged_rows_tree(root, outer, rows));
+    auto const rows = merged_dims(dst, dst.shape(), 0, k), cols = merged_dims(dst, dst.shape(), k, R);
+    if (!rows || !cols || !merges_into_rows(root, dst.shape(), k)) return false;
+    tensor_view<T, 2> const flat(dst.data(), extents<2>{(*rows)[0], (*cols)[0]}, extents<2>{(*rows)[1], (*cols)[1]});
+    return run_fused_rows(flat, merged_rows_tree(root, dst.shape(), k));
   }
 }
 
