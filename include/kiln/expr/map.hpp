@@ -194,7 +194,8 @@ std::string scalar_string(V v) {
 template <class T, class V>
 void check_scalar_fits(std::string_view op, V value) {
   if (!scalar_fits<T>(value))
-    throw_value_error(op, scalar_string(value), "cannot be converted to " + std::string(type_name<T>) + " without overflow");
+    throw_value_error(op, scalar_string(value),
+                      "cannot be converted to " + std::string(type_name<T>) + " without overflow");
 }
 
 // PyTorch's checks of the C++ scalars among an op's operands (op_checks_scalar,
@@ -208,7 +209,10 @@ void check_scalars(std::index_sequence<I...>, X const&... x) {
       if constexpr (P == 1 && op_checks_integer_exponent<Op> && std::is_integral_v<C> && std::is_integral_v<D>) {
         check_scalar_fits<C>(Op::name, v);
         if constexpr (std::is_signed_v<D>)
-          if (v < 0) throw_value_error(Op::name, scalar_string(v), "is a negative integer power of an integer tensor, refused as in PyTorch (a floating exponent gives a floating result)");
+          if (v < 0)
+            throw_value_error(Op::name, scalar_string(v),
+                              "is a negative integer power of an integer tensor, refused as in PyTorch (a floating "
+                              "exponent gives a floating result)");
       }
     }
   };
