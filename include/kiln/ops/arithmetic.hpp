@@ -310,13 +310,9 @@ struct addcmul_op : op_base<3, op_kind::same> {
     T const product = math::wrapping(math::wrapping(scale<T>(), t1, times), t2, times);
     return math::wrapping(a, product, math::plus{});
   }
-  // value as a T: through int64 for an integer type (a negative value into an unsigned type wraps
-  // there; converted directly it would be undefined).
-  template <class T> KILN_HD T scale() const {
-    using E = math::element_t<T>;
-    if constexpr (math::is_integer<E>) return T(static_cast<E>(static_cast<std::int64_t>(value)));
-    else return math::lit<T>(value);
-  }
+  // value as a T, converted as an assignment converts it (detail::convert: a negative value into an
+  // unsigned type wraps; static_cast would leave it undefined).
+  template <class T> KILN_HD T scale() const { return T(detail::convert<math::element_t<T>>(value)); }
   template <class T> KILN_HD std::array<T, 3> grad(T g, T, T, T t1, T t2) const {
     return {g, g * (t2 * math::lit<T>(value)), g * (t1 * math::lit<T>(value))};
   }
