@@ -1661,6 +1661,13 @@ TEST_CASE("rows fused above rank 2: the outer dimensions merged into rows, with 
                                         kiln::extents<3>{-steps * cols, -cols, 1});
       auto const backwards_mean = first(kiln::mean(backwards, 2, kiln::keepdim));
       CHECK(same(kiln::eval(backwards - kiln::mean(backwards, 2, kiln::keepdim)), kiln::eval(backwards - backwards_mean)));
+      // A boundary broadcast along the batches, [1, T, 1] in [B, T, C]: it does not merge, and the
+      // rank-2 tree built while finding that out must not throw.
+      auto const one_batch = kiln::randn<float>({1, steps, cols}, 92);
+      auto const one_batch_mean = first(kiln::mean(one_batch, 2, kiln::keepdim));
+      CHECK(same(kiln::eval(x - kiln::mean(one_batch, 2, kiln::keepdim)), kiln::eval(x - one_batch_mean)));
+      CHECK(same(kiln::eval(x * w - kiln::amax(one_batch, 2, kiln::keepdim) - kiln::mean(x, 2, kiln::keepdim)),
+                 kiln::eval(x * w - first(kiln::amax(one_batch, 2, kiln::keepdim)) - mean)));
       // Reductions of the last two dimensions (rows of steps * cols), a leaf [T, 1] that does not
       // merge into them, and boundaries reducing different numbers of dimensions (the blocks).
       auto const mean2 = first(kiln::mean(x, kiln::axes<1, 2>, kiln::keepdim));

@@ -180,15 +180,23 @@ KILN_ALWAYS_INLINE L fused_row_value(reduction<Op, Arg, N, true> const& node, Ev
   }
 }
 
+// The types of Root's fused rows: its boundaries (pointers, in order), the type of their slots,
+// and the tree that reads the slots.
+template <class Root>
+struct fused_rows_types {
+  using parts = decltype(boundaries_of(std::declval<Root const&>()));
+  using slot = typename std::remove_pointer_t<std::tuple_element_t<0, parts>>::value_type;
+  using tree = decltype(fused_tree(std::declval<Root const&>(), static_cast<slot*>(nullptr), index_t{}));
+};
+
 // Whether run_fused_rows can take Root into a destination of T, as far as the types tell.
 template <class T, class Root>
 inline constexpr bool rows_fuse = [] {
-  using Parts = decltype(boundaries_of(std::declval<Root const&>()));
-  using L = typename std::remove_pointer_t<std::tuple_element_t<0, Parts>>::value_type;
-  using Tree = decltype(fused_tree(std::declval<Root const&>(), static_cast<L*>(nullptr), index_t{}));
-  return vectorizable<Tree, T> && []<std::size_t... I>(std::index_sequence<I...>) {
-    return (fuses_by_rows<L, std::remove_cvref_t<std::remove_pointer_t<std::tuple_element_t<I, Parts>>>> && ...);
-  }(std::make_index_sequence<std::tuple_size_v<Parts>>{});
+  using F = fused_rows_types<Root>;
+  return vectorizable<typename F::tree, T> && []<std::size_t... I>(std::index_sequence<I...>) {
+    return (fuses_by_rows<typename F::slot, std::remove_cvref_t<std::remove_pointer_t<std::tuple_element_t<I, typename F::parts>>>> &&
+            ...);
+  }(std::make_index_sequence<std::tuple_size_v<typename F::parts>>{});
 }();
 
 // Rank 2 under kiln::simd, every boundary a reduction along dimension 1 (`x - amax(x, 1,
@@ -205,9 +213,9 @@ bool run_fused_rows(tensor_view<T, 2> const& dst, Root const& root) {
   if constexpr (!rows_fuse<T, Root>) {
     return false;
   } else {
-    using Parts = decltype(boundaries_of(root));
-    using L = typename std::remove_pointer_t<std::tuple_element_t<0, Parts>>::value_type;
-    using Tree = decltype(fused_tree(root, static_cast<L*>(nullptr), index_t{}));
+    using Parts = typename fused_rows_types<Root>::parts;
+    using L = typename fused_rows_types<Root>::slot;
+    using Tree = typename fused_rows_types<Root>::tree;
     constexpr std::size_t K = std::tuple_size_v<Parts>;
     using Ev = evaluator<Tree, 2>;
     index_t const rows = dst.extent(0), n = dst.extent(1), step = dst.strides()[0];
@@ -256,7 +264,7 @@ bool run_fused_rows(tensor_view<T, 2> const& dst, Root const& root) {
 // norm over [1, 4, 256] took 2.1x its time over [4, 256], over [16, 256, 256] 1.23x), and a batch
 // of more than 512 rows left the blocks for temporaries.
 
-// N where every boundary of Root reduces N dimensions (merges_into_rows checks that they are the
+// N where every boundary of Root reduces N dimensions (merged_rows_tree checks that they are the
 // last N), 0 where they differ.
 template <class Root>
 inline constexpr int common_reduced = [] {
@@ -269,19 +277,21 @@ inline constexpr int common_reduced = [] {
   }(std::make_index_sequence<std::tuple_size_v<Parts>>{});
 }();
 
-// Dimensions [from, to) of a view of rank LR, right-aligned in an expression of `shape`, as one:
+// Dimensions [From, To) of a view of rank LR, right-aligned in an expression of `shape`, as one:
 // {extent, step}, or nothing where they do not merge; {1, 0} where the view's extents there are
-// all 1 (it repeats along them).
-template <std::size_t R, class T, int LR>
-std::optional<std::array<index_t, 2>> merged_dims(tensor_view<T, LR> const& v, std::array<index_t, R> const& shape,
-                                                  int from, int to) {
+// all 1 (it repeats along them). Inline with its bounds known, for every leaf of every statement:
+// out of line over run-time bounds, merging a layer norm over [2, 2, 256] took about 1000
+// instructions a statement, 500 now (its rows about 2600).
+template <int From, int To, std::size_t R, class T, int LR>
+KILN_ALWAYS_INLINE std::optional<std::array<index_t, 2>> merged_dims(tensor_view<T, LR> const& v,
+                                                                     std::array<index_t, R> const& shape) {
   constexpr int missing = int(R) - LR;  // leading dimensions the view does not have
   bool repeats = true;
-  for (int d = std::max(from, missing); d < to; ++d) repeats = repeats && v.shape()[d - missing] == 1;
+  for (int d = std::max(From, missing); d < To; ++d) repeats = repeats && v.shape()[d - missing] == 1;
   if (repeats) return std::array<index_t, 2>{1, 0};
   index_t extent = 1, step = 0, next = 0;
   bool first = true;
-  for (int d = to - 1; d >= from; --d) {  // from the innermost dimension out
+  for (int d = To - 1; d >= From; --d) {  // from the innermost dimension out
     extent *= shape[d];
     if (shape[d] == 1) continue;
     int const k = d - missing;
@@ -292,46 +302,37 @@ std::optional<std::array<index_t, 2>> merged_dims(tensor_view<T, LR> const& v, s
   return std::array<index_t, 2>{extent, step};
 }
 
-// Whether `node`, of `shape`, merges its dimensions before `k` into rows and from `k` on into a
-// row: every leaf's, and every boundary reduces dimensions k... R - 1 (its argument merging over
-// its own shape: its rows may be of another length).
-template <std::size_t R, class Node>
-bool merges_into_rows(Node const& node, std::array<index_t, R> const& shape, int k) {
-  if constexpr (requires { node.view(); }) {
-    return Node::rank == 0 || (merged_dims(node.view(), shape, 0, k) && merged_dims(node.view(), shape, k, int(R)));
-  } else if constexpr (is_materialized<Node>) {  // a reduction that keeps its dimensions (row_blockable)
-    bool trailing = true;
-    for (int i = 0; i < Node::reduced_count; ++i) trailing = trailing && node.reduced_axes()[i] == k + i;
-    for (int d = 0; d < k; ++d) trailing = trailing && node.shape()[d] == shape[d];
-    return trailing && merges_into_rows(node.arg(), node.arg().shape(), k);
-  } else if constexpr (requires { node.args(); }) {
-    return apply_pack([&](auto const&... a) { return (merges_into_rows(a, shape, k) && ...); }, node.args());
-  } else {
-    return true;
-  }
-}
-
-// `node` at rank 2, for a tree merges_into_rows has passed: leaves over their merged dimensions
-// (plain leaves: the original tree keeps any owner alive), reductions along dimension 1, the rest
-// as it is.
-template <std::size_t R, class Node>
-auto merged_rows_tree(Node const& node, std::array<index_t, R> const& shape, int k) {
+// `node`, of `shape`, at rank 2: leaves over their dimensions before `k` merged into rows and
+// from `k` on into a row (plain leaves: the original tree keeps any owner alive), reductions along
+// dimension 1, the rest as it is. In one pass, each leaf's merge computed once: `merges` turns
+// false where that does not hold, a leaf whose dimensions do not merge or a boundary that does not
+// reduce dimensions k... R - 1 of a result of the outer shape (its argument merges over its own
+// shape: its rows may be of another length). From there on every leaf is a placeholder of shape
+// [1, 1], which broadcasts with anything, so that building the rest cannot throw; such a tree
+// must not run.
+template <int K, std::size_t R, class Node>
+auto merged_rows_tree(Node const& node, std::array<index_t, R> const& shape, bool& merges) {
   if constexpr (requires { node.view(); }) {
     using T = typename Node::value_type;
     auto const& v = node.view();
     if constexpr (Node::rank == 0) {
       return leaf<T, 0>(v);
     } else {
-      std::array<index_t, 2> const rows = *merged_dims(v, shape, 0, k), cols = *merged_dims(v, shape, k, int(R));
-      return leaf<T, 2>(tensor_view<T const, 2>(v.data(), extents<2>{rows[0], cols[0]}, extents<2>{rows[1], cols[1]}));
+      std::optional<std::array<index_t, 2>> rows, cols;
+      if (merges) rows = merged_dims<0, K>(v, shape), cols = merged_dims<K, int(R)>(v, shape);
+      merges = merges && rows && cols;
+      if (!merges) return leaf<T, 2>(tensor_view<T const, 2>(v.data(), extents<2>{1, 1}, extents<2>{0, 0}));
+      return leaf<T, 2>(tensor_view<T const, 2>(v.data(), extents<2>{(*rows)[0], (*cols)[0]}, extents<2>{(*rows)[1], (*cols)[1]}));
     }
-  } else if constexpr (is_materialized<Node>) {
-    auto arg = merged_rows_tree(node.arg(), node.arg().shape(), k);
+  } else if constexpr (is_materialized<Node>) {  // a reduction that keeps its dimensions (row_blockable)
+    for (int i = 0; i < Node::reduced_count; ++i) merges = merges && node.reduced_axes()[i] == K + i;
+    for (int d = 0; d < K; ++d) merges = merges && node.shape()[d] == shape[d];
+    auto arg = merged_rows_tree<K>(node.arg(), node.arg().shape(), merges);
     return reduction<typename Node::op_type, decltype(arg), 1, true>(node.op(), std::move(arg), {1}, true);
   } else if constexpr (requires { node.args(); }) {
     return apply_pack([&](auto const&... a) {
-      return map<typename Node::op_type, decltype(merged_rows_tree(a, shape, k))...>{node.op(),
-                                                                                   merged_rows_tree(a, shape, k)...};
+      return map<typename Node::op_type, decltype(merged_rows_tree<K>(a, shape, merges))...>{
+          node.op(), merged_rows_tree<K>(a, shape, merges)...};
     }, node.args());
   } else {
     return node;
@@ -343,14 +344,17 @@ auto merged_rows_tree(Node const& node, std::array<index_t, R> const& shape, int
 template <class T, int R, class Root>
 bool run_fused_merged_rows(tensor_view<T, R> const& dst, Root const& root) {
   constexpr int k = R - common_reduced<Root>;  // the first reduced dimension
-  using Merged = decltype(merged_rows_tree(root, dst.shape(), k));
+  bool merges = true;
+  using Merged = decltype(merged_rows_tree<k>(root, dst.shape(), merges));
   if constexpr (k == R || !rows_fuse<T, Merged>) {
     return false;
   } else {
-    auto const rows = merged_dims(dst, dst.shape(), 0, k), cols = merged_dims(dst, dst.shape(), k, R);
-    if (!rows || !cols || !merges_into_rows(root, dst.shape(), k)) return false;
+    auto const rows = merged_dims<0, k>(dst, dst.shape()), cols = merged_dims<k, R>(dst, dst.shape());
+    if (!rows || !cols) return false;
+    Merged const tree = merged_rows_tree<k>(root, dst.shape(), merges);
+    if (!merges) return false;
     tensor_view<T, 2> const flat(dst.data(), extents<2>{(*rows)[0], (*cols)[0]}, extents<2>{(*rows)[1], (*cols)[1]});
-    return run_fused_rows(flat, merged_rows_tree(root, dst.shape(), k));
+    return run_fused_rows(flat, tree);
   }
 }
 
