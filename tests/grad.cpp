@@ -337,6 +337,22 @@ TEST_CASE("empty and single-element inputs, and the scalar path for mixed elemen
   CHECK(values(gx) == std::vector<double>{0.5, 0.25, 2});
 }
 
+TEST_CASE("the gradient of var over a single element of a product: 0 with correction 0, NaN with correction 1") {
+  // 2 / (n - correction) g (x - mean), as PyTorch's var_backward: x - mean is exactly 0 (the
+  // product is rounded before the subtraction, not contracted with it into one FMA).
+  kiln::tensor<double, 2> const x = kiln::randn<double>({11, 1}, 23), y = kiln::randn<double>({11, 1}, 24);
+  for (double c : {0.0, 1.0}) {
+    CAPTURE(c);
+    auto const [gx, gy] = kiln::grad([c](auto const& a, auto const& b) {
+      return kiln::sum(kiln::variance(a * b, kiln::axes<1>, kiln::correction{c}));
+    })(x, y);
+    for (index_t i = 0; i < x.size(); ++i) {
+      CAPTURE(i);
+      CHECK((c == 0 ? gx.data()[i] == 0 && gy.data()[i] == 0 : std::isnan(gx.data()[i]) && std::isnan(gy.data()[i])));
+    }
+  }
+}
+
 namespace {
 
 // A user's op, written like kiln's: forward and derivative in one struct. `wrong` breaks the rule.

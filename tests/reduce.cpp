@@ -1153,6 +1153,44 @@ TEST_CASE("float var and std whose squared deviations overflow float: computed a
   CHECK(std::isnan(float(kiln::stddev(infinite))));
 }
 
+TEST_CASE("var and std of a product over a single element: 0 with correction 0, NaN with correction 1, as PyTorch") {
+  // The product is rounded before its deviation from the mean is taken: contracted into one fused
+  // multiply-add, the deviation was the product's rounding error, and the variance with
+  // correction 1 was inf instead of 0 / 0.
+  auto check = [](auto zero) {
+    using T = decltype(zero);
+    index_t const n = 2 * float_lanes + 3;  // batches and a tail
+    kiln::tensor<T, 2> const x = kiln::randn<T>({n, 1}, 21), y = kiln::randn<T>({n, 1}, 22);
+    auto const xt = kiln::transpose(x), yt = kiln::transpose(y);
+    kiln::tensor<T, 1> const one = {T(0.3)}, other = {T(1.1)};
+    auto each = [&](auto const& policy) {
+      for (double c : {0.0, 1.0}) {
+        CAPTURE(c);
+        kiln::correction const corr{c};
+        auto expect = [&](auto const& t) {
+          for (index_t i = 0; i < t.size(); ++i) {
+            CAPTURE(i);
+            if (c == 0) CHECK(t.data()[i] == T(0));
+            else CHECK(std::isnan(t.data()[i]));
+          }
+        };
+        expect(kiln::eval(policy, kiln::variance(x * y, kiln::axes<1>, corr)));       // rows of one
+        expect(kiln::eval(policy, kiln::stddev(xt * yt, kiln::axes<0>, corr)));       // along the outer axis
+        expect(kiln::eval(policy, kiln::variance(x * y, {1}, kiln::keepdim, corr)));  // run-time axes
+        expect(kiln::eval(policy, kiln::variance(one * other, corr)));                // a full reduction
+        // Inside an expression (the rows fused, the blocks).
+        kiln::tensor<T, 2> const fused = kiln::eval(policy, x * y - kiln::variance(x * y, kiln::axes<1>, kiln::keepdim, corr));
+        for (index_t i = 0; i < n; ++i) CHECK((c == 0 ? fused(i, 0) == T(x(i, 0) * y(i, 0)) : std::isnan(fused(i, 0))));
+      }
+    };
+    each(kiln::seq);
+    each(kiln::simd);
+    each(kiln::par);
+  };
+  check(0.f);
+  check(0.0);
+}
+
 TEST_CASE("the 2-norm of a single element is |x|, where its square under- or overflows, as PyTorch") {
   float const inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   // Full reductions of one element (PyTorch 2.15: torch.linalg.vector_norm of float [1e-30] is

@@ -66,6 +66,33 @@ inline constexpr bool is_batch_bool = false;
 template <class T, class A>
 inline constexpr bool is_batch_bool<xsimd::batch_bool<T, A>> = true;
 
+// x, a float, a double or a batch of them, held in a register as its type rounds it: the compiler
+// must assume an empty asm reads and rewrites it, so it cannot contract the operation that made x
+// with the one that uses it into a fused multiply-add. (Elsewhere than on x86-64 and AArch64 x
+// is returned as it is: GCC contracts across statements only where it has FMA, and Clang and
+// MSVC do not by default.)
+template <class T>
+KILN_ALWAYS_INLINE T rounded(T x) noexcept {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__aarch64__))
+#if defined(__x86_64__)
+#define KILN_VECTOR_REGISTER "+v"
+#else
+#define KILN_VECTOR_REGISTER "+w"
+#endif
+  if constexpr (is_batch<T>) {
+    typename T::register_type r = x;
+    __asm__("" : KILN_VECTOR_REGISTER(r));
+    return T(r);
+  } else {
+    __asm__("" : KILN_VECTOR_REGISTER(x));
+    return x;
+  }
+#undef KILN_VECTOR_REGISTER
+#else
+  return x;
+#endif
+}
+
 // Sum of a batch's lanes. AVX-512 float and double batches add their halves down to one lane
 // (the intrinsic): xsimd 8 sums them through two AVX2 horizontal adds, a longer chain at the end
 // of every row of a row reduction (W6 and W7 at 1K elements were 2-4% slower). Elsewhere

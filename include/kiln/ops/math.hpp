@@ -46,6 +46,21 @@ KILN_ALWAYS_INLINE KILN_HD T negative(T x) {
     return -x;
 }
 
+// x - m with x rounded to its type first. Where x is a product fused into the loop (the variance
+// of x * y), the compiler may contract the two into one fused multiply-add, which subtracts m
+// from the exact product; a variance's deviations must be exactly 0 where x is its own mean (a
+// single element: var with correction 1 is then NaN, not inf), as PyTorch, which evaluates the
+// argument before it reduces, gives them. (__fsub_rn and __dsub_rn are never contracted.)
+template <class T>
+KILN_ALWAYS_INLINE KILN_HD T sub_rounded(T x, T m) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (std::is_same_v<T, float>) return __fsub_rn(x, m);
+  else return __dsub_rn(x, m);
+#else
+  return simd_detail::rounded(x) - m;
+#endif
+}
+
 // m ? a : b, lane by lane for batches.
 template <class M, class T>
 KILN_ALWAYS_INLINE KILN_HD T select(M const& m, T const& a, T const& b) {

@@ -216,7 +216,7 @@ struct var_red {
   using fold = sum_red;
   struct input : math::op_base<2, op_kind::floating> {  // (x - m)^2
     static constexpr std::string_view name = "sqdev";
-    template <class T> KILN_OP T operator()(T x, T m) const { T const d = x - m; return d * d; }
+    template <class T> KILN_OP T operator()(T x, T m) const { T const d = math::sub_rounded(x, m); return d * d; }
   };
   struct output : math::op_base<2, op_kind::floating> {  // s / max(0, n - correction)
     static constexpr std::string_view name = "var_out";
@@ -233,7 +233,7 @@ struct var_red {
   using grad_aux = std::tuple<grad_aux_t<input_value, mean_red>>;
   template <class T> KILN_HD T grad(T x, T, T g, T n, T mean) const {
     T const divisor = n - math::lit<T>(correction);  // clamped at 0 as in the forward
-    return math::lit<T>(2) / math::select(divisor > T(0), divisor, T(0)) * g * (x - mean);
+    return math::lit<T>(2) / math::select(divisor > T(0), divisor, T(0)) * g * math::sub_rounded(x, mean);
   }
 };
 struct std_red : var_red {
