@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Differential checks against PyTorch (CPU): builds the two drivers with g++ and runs the harnesses.
+# Differential checks against PyTorch (CPU): builds the three drivers with g++ and runs the harnesses.
 #
 #   tests/pytorch/run.sh [SEED] [CASES]     (defaults 1 and 3000)
 #
@@ -14,10 +14,13 @@ build="${KILN_PYTORCH_BUILD_DIR:-$root/build-pytorch}"
 seed="${1:-1}" cases="${2:-3000}"
 python3 -c 'import torch' 2>/dev/null || { echo "tests/pytorch: needs torch (pip install torch)" >&2; exit 2; }
 mkdir -p "$build"
-for driver in ops composite; do
+# reductions.cpp as users compile: the vector paths, and FMAs where the compiler contracts them.
+declare -A flags=([ops]="-O1" [composite]="-O1" [reductions]="-O2 -march=native")
+for driver in ops composite reductions; do
   if [ ! -x "$build/$driver" ] || [ -n "$(find "$root/include" "$here/$driver.cpp" -newer "$build/$driver" -print -quit)" ]; then
     echo "building $driver (a few minutes)" >&2
-    g++ -std=c++20 -O1 -I"$root/include" "$here/$driver.cpp" -o "$build/$driver"
+    # shellcheck disable=SC2086  # (the flags split on purpose)
+    g++ -std=c++20 ${flags[$driver]} -I"$root/include" "$here/$driver.cpp" -o "$build/$driver"
   fi
 done
 cd "$build"
@@ -28,4 +31,8 @@ for dtype in d f; do
     echo "== composite expressions ($dtype), share of special values $special, $((cases / 4)) cases"
     python3 "$here/composite.py" ./composite "$dtype" "$seed" "$((cases / 4))" "$special"
   done
+done
+for dtype in d f; do
+  echo "== reductions inside expressions over strided views ($dtype), $cases cases"
+  python3 "$here/reductions.py" ./reductions "$dtype" "$seed" "$cases"
 done
