@@ -243,9 +243,11 @@ struct reduction_fn {
     }();
     return build(std::forward<X>(x), normalized, opt..., normalized_axes{});
   }
-  template <expression X, class... Opt>
-  auto operator()(X&& x, int axis, Opt... opt) const {
-    return build(std::forward<X>(x), std::array<int, 1>{axis}, opt...);
+  // (The axis's type deduced, so that `{1}` is one axis of the array form below: with a plain int
+  // parameter Clang found the two equally good.)
+  template <expression X, std::integral I, class... Opt>
+  auto operator()(X&& x, I axis, Opt... opt) const {
+    return build(std::forward<X>(x), std::array<int, 1>{static_cast<int>(axis)}, opt...);
   }
   template <expression X, std::size_t N, class... Opt>
   auto operator()(X&& x, int const (&axes)[N], Opt... opt) const {
