@@ -82,7 +82,9 @@ void run(case_data const& c, std::vector<T> const& values, kiln::extents<R> cons
       either([&] { return kiln::norm<1>(x, ax, K) + kiln::norm(y, ax, K); },
              [&] { return kiln::norm<kiln::infinity_norm>(x - y, ax); });
       break;
-    case 10: either([&] { return kiln::prod(x * T(0.01) + T(1), ax, K); }, [&] { return kiln::prod(x * T(0.01) + T(1), ax); }); break;
+    case 10:
+      either([&] { return kiln::prod(x * T(0.01) + T(1), ax, K); }, [&] { return kiln::prod(x * T(0.01) + T(1), ax); });
+      break;
     case 11: assigned(kiln::where(x > y, kiln::exp(x) - y, kiln::tanh(y) * x) + w); break;
     case 12:
       either([&] { return kiln::mean(x, ax, K) * kiln::amax(y, ax, K) - kiln::sum(x * y, ax, K); },

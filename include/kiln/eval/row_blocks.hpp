@@ -192,11 +192,11 @@ struct fused_rows_types {
 // Whether run_fused_rows can take Root into a destination of T, as far as the types tell.
 template <class T, class Root>
 inline constexpr bool rows_fuse = [] {
-  using F = fused_rows_types<Root>;
-  return vectorizable<typename F::tree, T> && []<std::size_t... I>(std::index_sequence<I...>) {
-    return (fuses_by_rows<typename F::slot, std::remove_cvref_t<std::remove_pointer_t<std::tuple_element_t<I, typename F::parts>>>> &&
-            ...);
-  }(std::make_index_sequence<std::tuple_size_v<typename F::parts>>{});
+  using Parts = typename fused_rows_types<Root>::parts;
+  using L = typename fused_rows_types<Root>::slot;
+  return vectorizable<typename fused_rows_types<Root>::tree, T> && []<std::size_t... I>(std::index_sequence<I...>) {
+    return (fuses_by_rows<L, std::remove_cvref_t<std::remove_pointer_t<std::tuple_element_t<I, Parts>>>> && ...);
+  }(std::make_index_sequence<std::tuple_size_v<Parts>>{});
 }();
 
 // Rank 2 under kiln::simd, every boundary a reduction along dimension 1 (`x - amax(x, 1,
@@ -322,7 +322,8 @@ auto merged_rows_tree(Node const& node, std::array<index_t, R> const& shape, boo
       if (merges) rows = merged_dims<0, K>(v, shape), cols = merged_dims<K, int(R)>(v, shape);
       merges = merges && rows && cols;
       if (!merges) return leaf<T, 2>(tensor_view<T const, 2>(v.data(), extents<2>{1, 1}, extents<2>{0, 0}));
-      return leaf<T, 2>(tensor_view<T const, 2>(v.data(), extents<2>{(*rows)[0], (*cols)[0]}, extents<2>{(*rows)[1], (*cols)[1]}));
+      extents<2> const shape2{(*rows)[0], (*cols)[0]}, strides2{(*rows)[1], (*cols)[1]};
+      return leaf<T, 2>(tensor_view<T const, 2>(v.data(), shape2, strides2));
     }
   } else if constexpr (is_materialized<Node>) {  // a reduction that keeps its dimensions (row_blockable)
     for (int i = 0; i < Node::reduced_count; ++i) merges = merges && node.reduced_axes()[i] == K + i;
